@@ -1,0 +1,158 @@
+//! Errors of the cluster providers. Each message is one paragraph that says what went wrong
+//! and what to do about it, because these reach a person at a terminal or in a CI log.
+
+use std::path::PathBuf;
+
+/// Process exit code for bad input (a wrong flag, a missing file).
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Process exit code for a cluster that could not be brought up.
+pub const EXIT_CLUSTER_DOWN: i32 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(
+        "Kubernetes version {requested} has no build recipe here. Known versions: {known}. \
+         Pass one of them with --k8s-version, or point --k8s-bin-dir at a directory that \
+         holds etcd, kube-apiserver, kube-scheduler and kube-controller-manager of the \
+         version you want."
+    )]
+    UnknownVersion { requested: String, known: String },
+
+    #[error(
+        "{dir} has no usable {binary} ({problem}). A --k8s-bin-dir must hold executable \
+         etcd, kube-apiserver, kube-scheduler and kube-controller-manager binaries; drop the \
+         flag to let dracheck build them from the upstream Go modules instead."
+    )]
+    MissingBinary { dir: PathBuf, binary: String, problem: String },
+
+    #[error(
+        "the binaries in {dir} report Kubernetes {found}, but {requested} was requested. \
+         Drop --k8s-version to use them as they are, or pass a --k8s-bin-dir of {requested}."
+    )]
+    BinaryVersionMismatch { dir: PathBuf, found: String, requested: String },
+
+    #[error(
+        "no Go toolchain found ({detail}). dracheck builds etcd and the Kubernetes control \
+         plane from their Go modules; install Go {min_go} or newer and put `go` on PATH, or \
+         pass --k8s-bin-dir with prebuilt binaries."
+    )]
+    NoGo { detail: String, min_go: String },
+
+    #[error(
+        "building {binary} for Kubernetes {version} failed after {elapsed_s}s; the full build \
+         log is {log}. Its last lines:\n{tail}\nCheck that the Go module proxy is reachable \
+         (GOPROXY) and that the disk has a few GiB free, then run the command again; the \
+         cache resumes where it stopped."
+    )]
+    BuildFailed { binary: String, version: String, elapsed_s: u64, log: PathBuf, tail: String },
+
+    #[error(
+        "port {port} on 127.0.0.1 is already in use, so {component} cannot listen on it. \
+         Choose another port, or leave the port unset so that dracheck picks a free one."
+    )]
+    PortInUse { port: u16, component: String },
+
+    #[error(
+        "invalid feature gate setting {entry:?}: expected Name=true or Name=false, separated by commas (e.g. DRADeviceTaints=true,DRAConsumableCapacity=true)."
+    )]
+    InvalidFeatureGates { entry: String },
+
+    #[error(
+        "{component} exited during start-up ({status}); its log is {log}. Its last lines:\n{tail}\n\
+         Nothing was left running. Fix the cause shown in the log (a stale data dir, a flag the \
+         binary does not know, a port taken meanwhile) and run the command again."
+    )]
+    ComponentDied { component: String, status: String, log: PathBuf, tail: String },
+
+    #[error(
+        "{component} did not become healthy within {timeout_s}s ({last}); its log is {log}. \
+         Its last lines:\n{tail}\nNothing was left running. On a loaded machine pass a longer \
+         --start-timeout; otherwise read the log for the cause."
+    )]
+    NotHealthy { component: String, timeout_s: u64, last: String, log: PathBuf, tail: String },
+
+    #[error(
+        "a local cluster is already running from {state_dir} (pid {pid} alive). Use it, or stop \
+         it first with `cargo xtask cluster down --state-dir {state_dir}`, or pick another \
+         --state-dir."
+    )]
+    AlreadyRunning { state_dir: PathBuf, pid: u32 },
+
+    #[error(
+        "no local cluster state in {state_dir} ({detail}). Start one with `cargo xtask cluster \
+         up --state-dir {state_dir}`, or pass the --state-dir that `cluster up` used."
+    )]
+    NoState { state_dir: PathBuf, detail: String },
+
+    #[error(
+        "the cluster in {state_dir} is not running: {detail}. Run `cargo xtask cluster down \
+         --state-dir {state_dir}` to clean up what is left, then `cluster up` again."
+    )]
+    NotRunning { state_dir: PathBuf, detail: String },
+
+    #[error(
+        "{state_dir} is not empty and holds no dracheck cluster, so it cannot be a state dir: \
+         stopping the cluster removes its state dir. Pass a new or empty directory."
+    )]
+    StateDirNotOurs { state_dir: PathBuf },
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("generating certificates failed: {0}")]
+    Pki(#[from] rcgen::Error),
+
+    #[error("talking to the local apiserver failed while {context}: {source}")]
+    Kube {
+        context: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+impl ClusterError {
+    /// The process exit code this error maps to: 2 for bad input, 3 for a cluster that could
+    /// not be brought up.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClusterError::UnknownVersion { .. }
+            | ClusterError::MissingBinary { .. }
+            | ClusterError::BinaryVersionMismatch { .. }
+            | ClusterError::PortInUse { .. }
+            | ClusterError::InvalidFeatureGates { .. }
+            | ClusterError::AlreadyRunning { .. }
+            | ClusterError::NoState { .. }
+            | ClusterError::StateDirNotOurs { .. } => EXIT_BAD_INPUT,
+            _ => EXIT_CLUSTER_DOWN,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClusterError {
+        let context = context.into();
+        move |source| ClusterError::Io { context, source }
+    }
+
+    pub(crate) fn kube(context: impl Into<String>) -> impl FnOnce(kube::Error) -> ClusterError {
+        let context = context.into();
+        move |source| ClusterError::Kube { context, source: Box::new(source) }
+    }
+}
+
+pub type Result<T, E = ClusterError> = std::result::Result<T, E>;
+
+/// The last `n` lines of a log file, for error messages.
+pub fn log_tail(path: &std::path::Path, n: usize) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            let start = lines.len().saturating_sub(n);
+            lines[start..].iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
+        }
+        Err(e) => format!("  | (log unreadable: {e})"),
+    }
+}

@@ -1,0 +1,8 @@
+//! Cluster providers for dracheck. `local` is the embedded default: real upstream control-plane
+//! binaries on loopback, built from their Go modules and cached.
+
+pub mod error;
+pub mod local;
+
+pub use error::{ClusterError, EXIT_BAD_INPUT, EXIT_CLUSTER_DOWN};
+pub use local::{LocalCluster, LocalClusterOptions};

@@ -1,0 +1,447 @@
+//! The embedded local cluster: real upstream etcd, kube-apiserver, kube-scheduler and
+//! kube-controller-manager processes on 127.0.0.1, with a PKI of their own.
+//!
+//! Start order and readiness: etcd `/health` → apiserver `/readyz` → scheduler and
+//! controller-manager `/healthz` (started together) → the `default` ServiceAccount, which
+//! proves that the controllers act on the API. Teardown runs the other way round.
+
+pub mod binaries;
+mod health;
+pub mod pki;
+pub mod ports;
+pub mod process;
+pub mod progress;
+pub mod state;
+pub mod versions;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+pub use self::binaries::BinDir;
+use self::binaries::fmt_elapsed;
+use self::health::{etcd_health, http_ok, wait_healthy};
+use self::pki::Pki;
+pub use self::process::Lifetime;
+use self::process::Supervised;
+pub use self::progress::Progress;
+pub use self::state::ClusterInfo;
+use self::state::StateDir;
+use crate::error::{ClusterError, Result};
+
+/// How to start a local cluster. `Default` gives a throw-away cluster of the default release,
+/// on free ports, in a temporary state dir, that dies with its handle.
+#[derive(Debug, Clone)]
+pub struct LocalClusterOptions {
+    /// `1.37`, `v1.37.2`…; `None` is the default release, or whatever `k8s_bin_dir` holds.
+    pub k8s_version: Option<String>,
+    /// Prebuilt binaries to use instead of the cached build.
+    pub k8s_bin_dir: Option<PathBuf>,
+    /// `None`: a temporary dir removed at teardown.
+    pub state_dir: Option<PathBuf>,
+    /// `Name=bool,…`, passed to every component.
+    pub feature_gates: String,
+    /// `None`: a free port.
+    pub apiserver_port: Option<u16>,
+    /// For each component to become healthy.
+    pub start_timeout: Duration,
+    pub lifetime: Lifetime,
+    pub progress: Progress,
+}
+
+impl Default for LocalClusterOptions {
+    fn default() -> Self {
+        LocalClusterOptions {
+            k8s_version: None,
+            k8s_bin_dir: None,
+            state_dir: None,
+            feature_gates: String::new(),
+            apiserver_port: None,
+            start_timeout: Duration::from_secs(60),
+            lifetime: Lifetime::Attached,
+            progress: Progress::quiet(),
+        }
+    }
+}
+
+/// A running local cluster. Dropping it stops every process it started and removes its state
+/// dir, unless [`LocalCluster::detach`] handed the cluster over to `cluster down`.
+pub struct LocalCluster {
+    client: kube::Client,
+    info: ClusterInfo,
+    running: Running,
+    pub startup: Duration,
+}
+
+/// The processes and the state dir, torn down on drop: also when start-up fails halfway or
+/// its future is dropped (Ctrl-C), and during a panic's unwinding.
+struct Running {
+    processes: Vec<Supervised>,
+    state: StateDir,
+    detached: bool,
+}
+
+impl Running {
+    fn teardown(&mut self) {
+        while let Some(mut p) = self.processes.pop() {
+            p.stop(Duration::from_secs(10));
+        }
+        self.state.remove();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.detached {
+            self.teardown();
+        }
+    }
+}
+
+impl LocalCluster {
+    pub async fn start(opts: LocalClusterOptions) -> Result<LocalCluster> {
+        let feature_gates = validate_feature_gates(&opts.feature_gates)?;
+        let bins = resolve_binaries(&opts).await?;
+        let release = versions::find_release(&bins.version).ok();
+        let state = match &opts.state_dir {
+            Some(dir) => StateDir::given(dir)?,
+            None => StateDir::temporary()?,
+        };
+        let dir = state.path().to_path_buf();
+        let mut running = Running { processes: Vec::new(), state, detached: false };
+        let progress = &opts.progress;
+        let started = Instant::now();
+
+        let apiserver_port = ports::claim(opts.apiserver_port, "kube-apiserver")?;
+        let etcd_port = ports::free_port()?;
+        let etcd_peer_port = ports::free_port()?;
+        let scheduler_port = ports::free_port()?;
+        let kcm_port = ports::free_port()?;
+        let server = format!("https://127.0.0.1:{apiserver_port}");
+
+        let pki = Pki::create(&dir)?;
+        let apiserver_cert = pki.serving(
+            "kube-apiserver",
+            &[
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+                SERVICE_IP,
+            ],
+        )?;
+        let scheduler_cert = pki.serving("kube-scheduler", &[])?;
+        let kcm_cert = pki.serving("kube-controller-manager", &[])?;
+        let kubelet_client = pki.client("kube-apiserver-kubelet-client", Some("system:masters"))?;
+        let (sa_key, sa_pub) = pki.service_account_keys()?;
+        let kubeconfig = dir.join("admin.kubeconfig");
+        pki.kubeconfig(&kubeconfig, &server, "dracheck-admin", &pki.client("dracheck-admin", Some("system:masters"))?)?;
+        let scheduler_kc = dir.join("scheduler.kubeconfig");
+        pki.kubeconfig(&scheduler_kc, &server, "system:kube-scheduler", &pki.client("system:kube-scheduler", None)?)?;
+        let kcm_kc = dir.join("controller-manager.kubeconfig");
+        pki.kubeconfig(
+            &kcm_kc,
+            &server,
+            "system:kube-controller-manager",
+            &pki.client("system:kube-controller-manager", None)?,
+        )?;
+
+        let mut info = ClusterInfo {
+            kubernetes_version: bins.version.clone(),
+            server: server.clone(),
+            kubeconfig: kubeconfig.clone(),
+            feature_gates: feature_gates.clone(),
+            ..ClusterInfo::default()
+        };
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs).map_err(ClusterError::io(format!("creating {}", logs.display())))?;
+        let p = |s: &Path| s.display().to_string();
+        let gates = |args: &mut Vec<String>| {
+            if !feature_gates.is_empty() {
+                args.push(format!("--feature-gates={feature_gates}"));
+            }
+        };
+        let spawn = |running: &mut Running, info: &mut ClusterInfo, name: &str, args: Vec<String>| -> Result<()> {
+            let proc =
+                Supervised::spawn(name, &bins.path(name), &args, &logs.join(format!("{name}.log")), opts.lifetime)?;
+            info.processes.push(proc.record().clone());
+            running.processes.push(proc);
+            info.save(&dir)
+        };
+
+        progress.line(format!("starting etcd {} on 127.0.0.1:{etcd_port}", release.map_or("", |r| r.etcd_version)));
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
+        spawn(
+            &mut running,
+            &mut info,
+            "etcd",
+            vec![
+                "--name=dracheck".into(),
+                format!("--data-dir={}", p(&dir.join("etcd"))),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=dracheck={peer_url}"),
+                // Throw-away data: durability is not worth the fsync latency.
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ],
+        )?;
+        wait_healthy("etcd", opts.start_timeout, &mut running.processes.iter_mut().collect::<Vec<_>>(), || {
+            etcd_health(etcd_port)
+        })
+        .await?;
+
+        progress.line(format!("starting kube-apiserver {} on {server}", bins.version));
+        let mut args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            // The endpoint reconciler refuses loopback addresses, and nothing in this cluster
+            // reaches the apiserver through the `kubernetes` Service anyway.
+            "--endpoint-reconciler-type=none".into(),
+            format!("--secure-port={apiserver_port}"),
+            format!("--tls-cert-file={}", p(&apiserver_cert.cert)),
+            format!("--tls-private-key-file={}", p(&apiserver_cert.key)),
+            format!("--client-ca-file={}", p(&pki.ca_file)),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", p(&sa_pub)),
+            format!("--service-account-signing-key-file={}", p(&sa_key)),
+            // Only an allocation range for Service objects; nothing routes or sends to it.
+            format!("--service-cluster-ip-range={SERVICE_RANGE}"),
+            "--authorization-mode=Node,RBAC".into(),
+            format!("--kubelet-client-certificate={}", p(&kubelet_client.cert)),
+            format!("--kubelet-client-key={}", p(&kubelet_client.key)),
+            format!("--kubelet-certificate-authority={}", p(&pki.ca_file)),
+            "--allow-privileged=true".into(),
+            "--profiling=false".into(),
+        ];
+        if let Some(release) = release {
+            args.push(format!("--runtime-config={}", release.runtime_config()));
+        }
+        gates(&mut args);
+        spawn(&mut running, &mut info, "kube-apiserver", args)?;
+        let client = client_for(&kubeconfig, None).await?;
+        wait_healthy(
+            "kube-apiserver",
+            opts.start_timeout,
+            &mut running.processes.iter_mut().collect::<Vec<_>>(),
+            || http_ok(&client, "/readyz"),
+        )
+        .await?;
+
+        progress.line("starting kube-scheduler and kube-controller-manager");
+        let authn = |kc: &Path| {
+            vec![
+                format!("--kubeconfig={}", p(kc)),
+                format!("--authentication-kubeconfig={}", p(kc)),
+                format!("--authorization-kubeconfig={}", p(kc)),
+                "--leader-elect=false".into(),
+                "--bind-address=127.0.0.1".into(),
+            ]
+        };
+        let mut args = authn(&scheduler_kc);
+        args.extend([
+            format!("--secure-port={scheduler_port}"),
+            format!("--tls-cert-file={}", p(&scheduler_cert.cert)),
+            format!("--tls-private-key-file={}", p(&scheduler_cert.key)),
+        ]);
+        gates(&mut args);
+        spawn(&mut running, &mut info, "kube-scheduler", args)?;
+        let mut args = authn(&kcm_kc);
+        args.extend([
+            format!("--secure-port={kcm_port}"),
+            format!("--tls-cert-file={}", p(&kcm_cert.cert)),
+            format!("--tls-private-key-file={}", p(&kcm_cert.key)),
+            format!("--service-account-private-key-file={}", p(&sa_key)),
+            format!("--root-ca-file={}", p(&pki.ca_file)),
+            format!("--cluster-signing-cert-file={}", p(&pki.ca_file)),
+            format!("--cluster-signing-key-file={}", p(&dir.join("pki/ca.key"))),
+            "--use-service-account-credentials=true".into(),
+            "--controllers=*".into(),
+        ]);
+        gates(&mut args);
+        spawn(&mut running, &mut info, "kube-controller-manager", args)?;
+
+        let scheduler = client_for(&kubeconfig, Some(scheduler_port)).await?;
+        let kcm = client_for(&kubeconfig, Some(kcm_port)).await?;
+        let mut watched = running.processes.iter_mut().collect::<Vec<_>>();
+        wait_healthy("kube-scheduler", opts.start_timeout, &mut watched, || http_ok(&scheduler, "/healthz")).await?;
+        wait_healthy("kube-controller-manager", opts.start_timeout, &mut watched, || http_ok(&kcm, "/healthz")).await?;
+        let sa_api: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), "default");
+        wait_healthy("kube-controller-manager", opts.start_timeout, &mut watched, || async {
+            match sa_api.get_opt("default").await {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err("the serviceaccount controller has not created default/default yet".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await?;
+
+        info.resource_api_versions = served_resource_versions(&client).await?;
+        info.ready = true;
+        info.save(&dir)?;
+        let startup = started.elapsed();
+        progress.line(format!(
+            "cluster {} ready in {} (resource.k8s.io {}), kubeconfig {}",
+            bins.version,
+            fmt_elapsed(startup),
+            info.resource_api_versions.join(", "),
+            kubeconfig.display()
+        ));
+        Ok(LocalCluster { client, info, running, startup })
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.info.kubeconfig
+    }
+
+    /// As `/version` reports it, e.g. `v1.37.2`.
+    pub fn kubernetes_version(&self) -> &str {
+        &self.info.kubernetes_version
+    }
+
+    /// The `resource.k8s.io` versions the apiserver serves, e.g. `["v1", "v1beta2", …]`.
+    pub fn resource_api_versions(&self) -> &[String] {
+        &self.info.resource_api_versions
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.running.state.path()
+    }
+
+    pub fn info(&self) -> &ClusterInfo {
+        &self.info
+    }
+
+    /// Lets the cluster outlive this handle; `cluster down` stops it through the state dir.
+    /// Only meaningful for clusters started with [`Lifetime::Detached`].
+    pub fn detach(mut self) -> ClusterInfo {
+        self.running.detached = true;
+        for p in self.running.processes.drain(..) {
+            p.release();
+        }
+        self.info.clone()
+    }
+
+    /// Stops everything now (dropping the handle does the same).
+    pub fn stop(mut self) {
+        self.running.teardown();
+    }
+}
+
+const SERVICE_RANGE: &str = "10.0.0.0/24";
+/// The first address of `SERVICE_RANGE`, which the apiserver gives the `kubernetes` Service.
+const SERVICE_IP: &str = "10.0.0.1";
+
+async fn resolve_binaries(opts: &LocalClusterOptions) -> Result<BinDir> {
+    match &opts.k8s_bin_dir {
+        Some(dir) => {
+            let bins = BinDir::existing(dir)?;
+            if let Some(requested) = &opts.k8s_version {
+                let wanted = requested.trim_start_matches('v');
+                let found = bins.version.trim_start_matches('v');
+                if found != wanted && !found.starts_with(&format!("{wanted}.")) {
+                    return Err(ClusterError::BinaryVersionMismatch {
+                        dir: dir.clone(),
+                        found: bins.version,
+                        requested: requested.clone(),
+                    });
+                }
+            }
+            Ok(bins)
+        }
+        None => {
+            let release = match &opts.k8s_version {
+                Some(v) => versions::find_release(v)?,
+                None => versions::default_release(),
+            };
+            binaries::cached_or_build(release, &opts.progress).await
+        }
+    }
+}
+
+/// `Name=true,Other=false` normalized, or the entry that is not of that form.
+pub fn validate_feature_gates(gates: &str) -> Result<String> {
+    let mut out = Vec::new();
+    for entry in gates.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let ok = entry.split_once('=').is_some_and(|(name, value)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()) && matches!(value, "true" | "false")
+        });
+        if !ok {
+            return Err(ClusterError::InvalidFeatureGates { entry: entry.to_string() });
+        }
+        out.push(entry.to_string());
+    }
+    Ok(out.join(","))
+}
+
+/// A client with the admin identity of `kubeconfig`, against the apiserver or, with
+/// `port`, against another component's secure port on loopback (for its `/healthz`).
+pub async fn client_for(kubeconfig: &Path, port: Option<u16>) -> Result<kube::Client> {
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| ClusterError::Io {
+        context: format!("reading {}", kubeconfig.display()),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| {
+        ClusterError::Io {
+            context: format!("loading {}", kubeconfig.display()),
+            source: std::io::Error::other(e.to_string()),
+        }
+    })?;
+    if let Some(port) = port {
+        config.cluster_url = format!("https://127.0.0.1:{port}").parse().expect("a valid loopback URL");
+    }
+    config.connect_timeout = Some(Duration::from_secs(2));
+    config.read_timeout = Some(Duration::from_secs(30));
+    kube::Client::try_from(config).map_err(ClusterError::kube("building a client"))
+}
+
+/// The versions of `resource.k8s.io` that discovery lists, preferred first.
+pub async fn served_resource_versions(client: &kube::Client) -> Result<Vec<String>> {
+    let groups = client.list_api_groups().await.map_err(ClusterError::kube("listing API groups"))?;
+    Ok(groups
+        .groups
+        .into_iter()
+        .find(|g| g.name == "resource.k8s.io")
+        .map(|g| g.versions.into_iter().map(|v| v.version).collect())
+        .unwrap_or_default())
+}
+
+/// Stops the cluster recorded in `state_dir` (started by an earlier `cluster up`) and removes
+/// the dir. Succeeds on a dir whose processes are already gone.
+pub fn stop_recorded(state_dir: &Path) -> Result<ClusterInfo> {
+    let info = ClusterInfo::load(state_dir)?;
+    let stuck = info.stop_all(Duration::from_secs(10));
+    if let Some(p) = stuck.first() {
+        return Err(ClusterError::Io {
+            context: format!("{} (pid {}) did not exit after SIGKILL", p.name, p.pid),
+            source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+        });
+    }
+    std::fs::remove_dir_all(state_dir).map_err(ClusterError::io(format!("removing {}", state_dir.display())))?;
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_gates_are_validated() {
+        assert_eq!(validate_feature_gates(" A=true, B=false ,").unwrap(), "A=true,B=false");
+        assert_eq!(validate_feature_gates("").unwrap(), "");
+        for bad in ["A", "A=yes", "=true", "A B=true"] {
+            let err = validate_feature_gates(bad).unwrap_err();
+            assert_eq!(err.exit_code(), crate::error::EXIT_BAD_INPUT, "{bad}");
+        }
+    }
+}

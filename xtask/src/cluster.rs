@@ -1,0 +1,199 @@
+//! `cargo xtask cluster up|down|status|kubeconfig|build`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use dracheck_clusters::local::process::Lifetime;
+use dracheck_clusters::local::{self, ClusterInfo, Progress, binaries, versions};
+use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions};
+
+use crate::exit;
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start a local cluster and return once it is ready; it runs until `cluster down`.
+    /// Prints the kubeconfig path as the last line.
+    Up(UpArgs),
+    /// Stop the local cluster of a state dir and remove the dir.
+    Down(StateArgs),
+    /// Show whether the local cluster of a state dir is running and ready.
+    Status(StateArgs),
+    /// Print the kubeconfig path of the local cluster of a state dir (last line).
+    Kubeconfig(StateArgs),
+    /// Build the control-plane binaries into the cache without starting anything.
+    Build(BinArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// Where the cluster keeps certificates, data, logs and its process record.
+    #[arg(long, env = "DRACHECK_STATE_DIR", default_value_os_t = default_state_dir())]
+    pub state_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct BinArgs {
+    /// Kubernetes version of the control plane (e.g. 1.37 or v1.37.2).
+    #[arg(long, env = "DRACHECK_K8S_VERSION")]
+    pub k8s_version: Option<String>,
+    /// Use the etcd, kube-apiserver, kube-scheduler and kube-controller-manager in DIR instead
+    /// of building them.
+    #[arg(long, value_name = "DIR", env = "DRACHECK_K8S_BIN_DIR")]
+    pub k8s_bin_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    #[command(flatten)]
+    bins: BinArgs,
+    /// Feature gates for every component, e.g. DRADeviceTaints=true,DRAConsumableCapacity=true.
+    #[arg(long, default_value = "")]
+    feature_gates: String,
+    /// Port of the apiserver on 127.0.0.1 (default: a free one).
+    #[arg(long)]
+    apiserver_port: Option<u16>,
+    /// Seconds each component may take to become healthy.
+    #[arg(long, default_value_t = 60)]
+    start_timeout: u64,
+}
+
+/// `$XDG_RUNTIME_DIR/dracheck/local`, else `/tmp/dracheck-<uid>/local`. Short on purpose:
+/// Unix socket paths under it must stay within 108 bytes.
+fn default_state_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("dracheck/local"),
+        // SAFETY: getuid has no preconditions and cannot fail.
+        _ => std::env::temp_dir().join(format!("dracheck-{}/local", unsafe { libc::getuid() })),
+    }
+}
+
+pub async fn run(cmd: ClusterCommand) -> u8 {
+    let result = match cmd {
+        ClusterCommand::Up(args) => up(args).await,
+        ClusterCommand::Down(args) => down(args),
+        ClusterCommand::Status(args) => status(args).await,
+        ClusterCommand::Kubeconfig(args) => kubeconfig(args),
+        ClusterCommand::Build(args) => return ensure_binaries(&args).await.err().unwrap_or(exit::OK),
+    };
+    result.unwrap_or_else(report)
+}
+
+fn report(e: ClusterError) -> u8 {
+    eprintln!("dracheck: {e}");
+    e.exit_code() as u8
+}
+
+/// The binaries the tests and the cluster will use, built if needed; `Err` is an exit code.
+pub async fn ensure_binaries(args: &BinArgs) -> Result<(), u8> {
+    let progress = Progress::stderr();
+    let result = match &args.k8s_bin_dir {
+        Some(dir) => local::BinDir::existing(dir),
+        None => {
+            let release = match &args.k8s_version {
+                Some(v) => versions::find_release(v),
+                None => Ok(versions::default_release()),
+            };
+            match release {
+                Ok(r) => binaries::cached_or_build(r, &progress).await,
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(bins) => {
+            progress.line(format!("control plane {} in {}", bins.version, bins.dir.display()));
+            Ok(())
+        }
+        Err(e) => Err(report(e)),
+    }
+}
+
+async fn up(args: UpArgs) -> Result<u8, ClusterError> {
+    let opts = LocalClusterOptions {
+        k8s_version: args.bins.k8s_version,
+        k8s_bin_dir: args.bins.k8s_bin_dir,
+        state_dir: Some(args.state.state_dir),
+        feature_gates: args.feature_gates,
+        apiserver_port: args.apiserver_port,
+        start_timeout: Duration::from_secs(args.start_timeout),
+        lifetime: Lifetime::Detached,
+        progress: Progress::stderr(),
+    };
+    // Dropping the start future on Ctrl-C stops whatever it had started and removes the dir.
+    let cluster = tokio::select! {
+        r = LocalCluster::start(opts) => r?,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("dracheck: interrupted; stopped everything that had been started");
+            return Ok(exit::INTERRUPTED);
+        }
+    };
+    let state_dir = cluster.state_dir().to_path_buf();
+    let info = cluster.detach();
+    eprintln!(
+        "local cluster {} is running at {}; stop it with `cargo xtask cluster down --state-dir {}`",
+        info.kubernetes_version,
+        info.server,
+        state_dir.display()
+    );
+    println!("{}", info.kubeconfig.display());
+    Ok(exit::OK)
+}
+
+fn down(args: StateArgs) -> Result<u8, ClusterError> {
+    let info = local::stop_recorded(&args.state_dir)?;
+    eprintln!(
+        "stopped {} process(es) of the local cluster {} and removed {}",
+        info.processes.len(),
+        info.kubernetes_version,
+        args.state_dir.display()
+    );
+    Ok(exit::OK)
+}
+
+async fn status(args: StateArgs) -> Result<u8, ClusterError> {
+    let info = ClusterInfo::load(&args.state_dir)?;
+    println!("Kubernetes {} at {}", info.kubernetes_version, info.server);
+    let mut all_alive = true;
+    for p in &info.processes {
+        let alive = p.is_alive();
+        all_alive &= alive;
+        println!("  {:<24} pid {:<8} {}", p.name, p.pid, if alive { "running" } else { "NOT RUNNING" });
+    }
+    let ready = match local::client_for(&info.kubeconfig, None).await {
+        Ok(client) => {
+            let req = http::Request::get("/readyz").body(Vec::new()).expect("a valid request");
+            client.request_text(req).await.map(|_| ()).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match (&ready, all_alive && info.ready) {
+        (Ok(()), true) => {
+            println!("  apiserver /readyz ok; resource.k8s.io {}", info.resource_api_versions.join(", "));
+            println!("  kubeconfig {}", info.kubeconfig.display());
+            Ok(exit::OK)
+        }
+        _ => Err(ClusterError::NotRunning {
+            state_dir: args.state_dir,
+            detail: match ready {
+                Err(e) => format!("the apiserver is not ready ({e})"),
+                Ok(()) if !info.ready => "start-up never completed".into(),
+                Ok(()) => "some of its processes are gone".into(),
+            },
+        }),
+    }
+}
+
+fn kubeconfig(args: StateArgs) -> Result<u8, ClusterError> {
+    let info = ClusterInfo::load(&args.state_dir)?;
+    if info.first_alive().is_none() {
+        return Err(ClusterError::NotRunning {
+            state_dir: args.state_dir,
+            detail: "none of its processes is running".into(),
+        });
+    }
+    println!("{}", info.kubeconfig.display());
+    Ok(exit::OK)
+}
