@@ -141,7 +141,7 @@ async fn build(release: &'static Release, root: &Path, bin: &Path, progress: &Pr
         let log_err = log.try_clone().map_err(ClusterError::io("duplicating the log handle"))?;
         let target = bin.join(format!("{binary}.partial"));
         let started = Instant::now();
-        let mut child = tokio::process::Command::new("go")
+        let mut child = tokio::process::Command::new(go_command())
             .args(["build", "-trimpath", "-ldflags", &ldflags, "-o"])
             .arg(&target)
             .arg(package)
@@ -178,9 +178,14 @@ async fn build(release: &'static Release, root: &Path, bin: &Path, progress: &Pr
     Ok(())
 }
 
+/// `go`, or the toolchain `DRACHECK_GO` names.
+fn go_command() -> PathBuf {
+    std::env::var_os("DRACHECK_GO").filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from("go"), PathBuf::from)
+}
+
 fn go_version(release: &Release) -> Result<String> {
     let no_go = |detail: String| ClusterError::NoGo { detail, min_go: release.min_go.into() };
-    let out = Command::new("go")
+    let out = Command::new(go_command())
         .arg("version")
         .stdin(Stdio::null())
         .output()
@@ -231,5 +236,50 @@ impl FileLock {
         })
         .await
         .expect("the lock task does not panic")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_bin(dir: &Path, name: &str, script: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn a_bin_dir_missing_a_binary_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["kube-apiserver", "kube-scheduler", "kube-controller-manager"] {
+            fake_bin(dir.path(), name, "echo Kubernetes v1.37.2");
+        }
+        let err = BinDir::existing(dir.path()).unwrap_err();
+        assert!(matches!(&err, ClusterError::MissingBinary { binary, .. } if binary == "etcd"), "{err}");
+        assert_eq!(err.exit_code(), crate::error::EXIT_BAD_INPUT);
+    }
+
+    #[test]
+    fn a_bin_dir_reports_the_apiserver_version() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, _) in BINARIES {
+            fake_bin(dir.path(), name, "echo Kubernetes v1.36.4");
+        }
+        assert_eq!(BinDir::existing(dir.path()).unwrap().version, "v1.36.4");
+        std::fs::write(dir.path().join("etcd"), "not executable").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir.path().join("etcd"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = BinDir::existing(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("not executable"), "{err}");
+    }
+
+    #[test]
+    fn the_stamp_changes_with_the_recipe() {
+        let r = super::super::versions::default_release();
+        let mut other = *r;
+        other.go_sum = "changed";
+        assert_ne!(recipe_stamp(r), recipe_stamp(&other));
     }
 }

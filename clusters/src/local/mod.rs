@@ -51,6 +51,21 @@ pub struct LocalClusterOptions {
     pub progress: Progress,
 }
 
+impl LocalClusterOptions {
+    /// The defaults, with the binaries chosen by `DRACHECK_K8S_BIN_DIR` or
+    /// `DRACHECK_K8S_VERSION` when set (as `cargo xtask test` passes them on to the tests),
+    /// and progress on stderr.
+    pub fn from_env() -> Self {
+        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        LocalClusterOptions {
+            k8s_version: var("DRACHECK_K8S_VERSION"),
+            k8s_bin_dir: var("DRACHECK_K8S_BIN_DIR").map(PathBuf::from),
+            progress: Progress::stderr(),
+            ..LocalClusterOptions::default()
+        }
+    }
+}
+
 impl Default for LocalClusterOptions {
     fn default() -> Self {
         LocalClusterOptions {
@@ -135,6 +150,7 @@ impl LocalCluster {
         let scheduler_cert = pki.serving("kube-scheduler", &[])?;
         let kcm_cert = pki.serving("kube-controller-manager", &[])?;
         let kubelet_client = pki.client("kube-apiserver-kubelet-client", Some("system:masters"))?;
+        let front_proxy = pki.client("front-proxy-client", None)?;
         let (sa_key, sa_pub) = pki.service_account_keys()?;
         let kubeconfig = dir.join("admin.kubeconfig");
         pki.kubeconfig(&kubeconfig, &server, "dracheck-admin", &pki.client("dracheck-admin", Some("system:masters"))?)?;
@@ -153,6 +169,16 @@ impl LocalCluster {
             server: server.clone(),
             kubeconfig: kubeconfig.clone(),
             feature_gates: feature_gates.clone(),
+            ports: [
+                ("etcd", etcd_port),
+                ("etcd-peer", etcd_peer_port),
+                ("kube-apiserver", apiserver_port),
+                ("kube-scheduler", scheduler_port),
+                ("kube-controller-manager", kcm_port),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
             ..ClusterInfo::default()
         };
         let logs = dir.join("logs");
@@ -217,6 +243,15 @@ impl LocalCluster {
             format!("--kubelet-client-certificate={}", p(&kubelet_client.cert)),
             format!("--kubelet-client-key={}", p(&kubelet_client.key)),
             format!("--kubelet-certificate-authority={}", p(&pki.ca_file)),
+            // The aggregation layer's request-header auth, as every real control plane has it;
+            // without it the scheduler and controller-manager log CA bundle errors forever.
+            format!("--requestheader-client-ca-file={}", p(&pki.ca_file)),
+            "--requestheader-allowed-names=front-proxy-client".into(),
+            "--requestheader-username-headers=X-Remote-User".into(),
+            "--requestheader-group-headers=X-Remote-Group".into(),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+            format!("--proxy-client-cert-file={}", p(&front_proxy.cert)),
+            format!("--proxy-client-key-file={}", p(&front_proxy.key)),
             "--allow-privileged=true".into(),
             "--profiling=false".into(),
         ];

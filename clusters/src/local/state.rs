@@ -22,6 +22,8 @@ pub struct ClusterInfo {
     /// Filled once the apiserver answers discovery.
     pub resource_api_versions: Vec<String>,
     pub ready: bool,
+    /// Component name → its port on 127.0.0.1.
+    pub ports: std::collections::BTreeMap<String, u16>,
     /// In start order.
     pub processes: Vec<ProcessRecord>,
 }

@@ -1,0 +1,71 @@
+use k8s_openapi::api::core::v1::{
+    Container, Pod, PodResourceClaim, PodSpec, ResourceClaim as ContainerClaim, ResourceRequirements,
+};
+
+/// A pod whose one container runs `command` and uses the pod's claims.
+#[derive(Debug, Clone)]
+pub struct PodBuilder(Pod);
+
+pub fn pod(namespace: &str, name: &str) -> PodBuilder {
+    PodBuilder(Pod {
+        metadata: crate::meta(name, Some(namespace)),
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "workload".into(),
+                image: Some("dracheck.io/workload:host".into()),
+                command: Some(vec!["sh".into(), "-c".into(), "env; sleep 3600".into()]),
+                ..Container::default()
+            }],
+            restart_policy: Some("Never".into()),
+            termination_grace_period_seconds: Some(5),
+            ..PodSpec::default()
+        }),
+        status: None,
+    })
+}
+
+impl PodBuilder {
+    fn spec(&mut self) -> &mut PodSpec {
+        self.0.spec.as_mut().expect("built with a spec")
+    }
+
+    fn add_claim(mut self, claim: PodResourceClaim) -> Self {
+        let name = claim.name.clone();
+        self.spec().resource_claims.get_or_insert_default().push(claim);
+        for c in &mut self.spec().containers {
+            c.resources
+                .get_or_insert_with(ResourceRequirements::default)
+                .claims
+                .get_or_insert_default()
+                .push(ContainerClaim { name: name.clone(), request: None });
+        }
+        self
+    }
+
+    /// Uses the existing ResourceClaim `claim_name` under the pod-local name `name`.
+    pub fn claim(self, name: &str, claim_name: &str) -> Self {
+        self.add_claim(PodResourceClaim {
+            name: name.into(),
+            resource_claim_name: Some(claim_name.into()),
+            ..PodResourceClaim::default()
+        })
+    }
+
+    /// A claim generated for this pod from the ResourceClaimTemplate `template`.
+    pub fn claim_from_template(self, name: &str, template: &str) -> Self {
+        self.add_claim(PodResourceClaim {
+            name: name.into(),
+            resource_claim_template_name: Some(template.into()),
+            ..PodResourceClaim::default()
+        })
+    }
+
+    pub fn command(mut self, script: &str) -> Self {
+        self.spec().containers[0].command = Some(vec!["sh".into(), "-c".into(), script.into()]);
+        self
+    }
+
+    pub fn build(self) -> Pod {
+        self.0
+    }
+}
