@@ -4,9 +4,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+type Sink = Arc<dyn Fn(&str) + Send + Sync>;
+
 #[derive(Clone)]
 pub struct Progress {
-    sink: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    sink: Option<Sink>,
     started: Instant,
 }
 

@@ -1,0 +1,126 @@
+//! The command line as a user meets it: help on every command, exit codes and one-paragraph
+//! errors for bad input, and `cluster up → status → kubeconfig → down` leaving nothing behind.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn xtask(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("xtask runs")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        vec!["--help"],
+        vec!["cluster", "--help"],
+        vec!["cluster", "up", "--help"],
+        vec!["cluster", "down", "--help"],
+        vec!["cluster", "status", "--help"],
+        vec!["cluster", "kubeconfig", "--help"],
+        vec!["cluster", "build", "--help"],
+        vec!["conformance", "--help"],
+        vec!["test", "--help"],
+    ] {
+        let out = xtask(&args, &[]);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage:"), "{args:?}");
+    }
+}
+
+#[test]
+fn bad_input_gets_a_clear_message_and_its_exit_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let state = state.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["cluster", "up", "--state-dir", state, "--k8s-version", "1.99"], 2, "has no build recipe"),
+        (vec!["cluster", "up", "--state-dir", state, "--k8s-bin-dir", "/nonexistent"], 2, "has no usable etcd"),
+        (vec!["cluster", "up", "--state-dir", state, "--feature-gates", "DRA"], 2, "invalid feature gate"),
+        (vec!["cluster", "status", "--state-dir", state], 2, "no local cluster state"),
+        (vec!["cluster", "down", "--state-dir", state], 2, "no local cluster state"),
+        (vec!["cluster", "kubeconfig", "--state-dir", state], 2, "no local cluster state"),
+    ];
+    for (args, code, needle) in cases {
+        let out = xtask(&args, &[]);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+        assert!(!Path::new(state).exists(), "{args:?} left a state dir");
+    }
+}
+
+#[test]
+fn a_missing_go_toolchain_is_named_with_the_fix() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = xtask(
+        &["cluster", "build"],
+        &[("DRACHECK_CACHE_DIR", cache.path().to_str().unwrap()), ("DRACHECK_GO", "/nonexistent/go")],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("no Go toolchain found"), "{}", text(&out));
+    assert!(text(&out).contains("--k8s-bin-dir"), "the message names the way out: {}", text(&out));
+}
+
+#[test]
+fn conformance_says_plainly_that_it_is_not_available_yet() {
+    let out = xtask(&["conformance", "--driver", "mock"], &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(text(&out).contains("not available in this version"), "{}", text(&out));
+}
+
+#[test]
+fn cluster_up_status_kubeconfig_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let state_s = state.to_str().unwrap();
+
+    let up = xtask(&["cluster", "up", "--state-dir", state_s], &[]);
+    assert!(up.status.success(), "{}", text(&up));
+    let kubeconfig = String::from_utf8_lossy(&up.stdout).lines().last().unwrap_or_default().to_string();
+    assert!(Path::new(&kubeconfig).is_file(), "the last line of `up` is the kubeconfig: {kubeconfig:?}");
+    let info = dracheck_clusters::local::ClusterInfo::load(&state).unwrap();
+
+    // A second `up` on the same state dir refuses instead of clobbering the running cluster.
+    let again = xtask(&["cluster", "up", "--state-dir", state_s], &[]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("already running"), "{}", text(&again));
+
+    let status = xtask(&["cluster", "status", "--state-dir", state_s], &[]);
+    assert!(status.status.success(), "{}", text(&status));
+    assert!(text(&status).contains("/readyz ok"), "{}", text(&status));
+
+    let kc = xtask(&["cluster", "kubeconfig", "--state-dir", state_s], &[]);
+    assert!(kc.status.success(), "{}", text(&kc));
+    assert_eq!(String::from_utf8_lossy(&kc.stdout).lines().last(), Some(kubeconfig.as_str()));
+
+    // A dead etcd shows up in `status` as a cluster that is not running.
+    let etcd = info.processes.iter().find(|p| p.name == "etcd").unwrap();
+    // SAFETY: a pid we started and verified by start time just above.
+    assert!(etcd.is_alive());
+    unsafe { libc::kill(etcd.pid as i32, libc::SIGKILL) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while etcd.is_alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = xtask(&["cluster", "status", "--state-dir", state_s], &[]);
+    assert_eq!(status.status.code(), Some(3), "{}", text(&status));
+    assert!(text(&status).contains("etcd") && text(&status).contains("NOT RUNNING"), "{}", text(&status));
+
+    let down = xtask(&["cluster", "down", "--state-dir", state_s], &[]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(!state.exists(), "down removes the state dir");
+    for p in &info.processes {
+        assert!(!p.is_alive(), "{} (pid {}) survived `down`", p.name, p.pid);
+    }
+    for (name, port) in &info.ports {
+        assert!(!dracheck_clusters::local::ports::is_listening(*port), "{name} still listens on {port}");
+    }
+}
