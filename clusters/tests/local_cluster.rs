@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use dracheck_clusters::local::ports::is_listening;
+use dracheck_clusters::local::ports::{is_listening, listeners};
 use dracheck_clusters::local::versions::default_release;
 use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions};
 
@@ -60,7 +60,9 @@ async fn two_clusters_run_side_by_side_and_teardown_leaves_nothing() {
             assert!(!p.is_alive(), "{} (pid {}) still runs after drop", p.name, p.pid);
         }
         for (name, port) in &info.ports {
-            assert!(!is_listening(*port), "{name} still listens on {port}");
+            let ours: Vec<_> =
+                listeners(*port).into_iter().filter(|(_, cmd)| cmd.contains(&*dir.to_string_lossy())).collect();
+            assert!(ours.is_empty(), "{name}'s port {port} is still held by {ours:?}");
         }
         assert!(!dir.exists(), "state dir {} left behind", dir.display());
     }

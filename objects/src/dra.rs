@@ -1,7 +1,7 @@
 use k8s_openapi::api::resource::v1::{
     CELDeviceSelector, Device, DeviceAttribute, DeviceCapacity, DeviceClaim, DeviceClass, DeviceClassSpec,
-    DeviceRequest, DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceClaimSpec, ResourcePool, ResourceSlice,
-    ResourceSliceSpec,
+    DeviceRequest, DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
+    ResourceClaimTemplateSpec, ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -79,6 +79,21 @@ pub fn resource_slice(driver: &str, node_name: &str, node_uid: &str, devices: Ve
             devices: Some(devices),
             ..ResourceSliceSpec::default()
         },
+    }
+}
+
+/// A template whose generated claims have the shape of [`claim`].
+pub fn claim_template(
+    namespace: &str,
+    name: &str,
+    class: &str,
+    count: i64,
+    selectors: &[&str],
+) -> ResourceClaimTemplate {
+    let shape = claim(namespace, name, class, count, selectors);
+    ResourceClaimTemplate {
+        metadata: crate::meta(name, Some(namespace)),
+        spec: Some(ResourceClaimTemplateSpec { metadata: None, spec: shape.spec }),
     }
 }
 

@@ -6,8 +6,8 @@ mod dra;
 mod node;
 mod pod;
 
-pub use dra::{DeviceBuilder, claim, device, device_class, resource_slice};
-pub use node::{NODE_LABEL, node};
+pub use dra::{DeviceBuilder, claim, claim_template, device, device_class, resource_slice};
+pub use node::{NODE_LABEL, node, now};
 pub use pod::{PodBuilder, pod};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -22,20 +22,23 @@ pub fn node(name: &str, ip: &str) -> Node {
         status: Some(NodeStatus {
             capacity: Some(resources.clone()),
             allocatable: Some(resources),
-            addresses: Some(vec![
-                NodeAddress { type_: "InternalIP".into(), address: ip.into() },
-                NodeAddress { type_: "Hostname".into(), address: name.into() },
-            ]),
+            // No Hostname address: nothing may try to resolve an emulated node's name.
+            addresses: Some(vec![NodeAddress { type_: "InternalIP".into(), address: ip.into() }]),
             conditions: Some(vec![ready_condition()]),
             ..NodeStatus::default()
         }),
     }
 }
 
+/// The current time as the API's timestamps hold it.
+pub fn now() -> Timestamp {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Timestamp::new(since.as_secs() as i64, since.subsec_nanos() as i32).expect("a timestamp within jiff's range")
+}
+
 /// `Ready=True`, heartbeat now.
 pub fn ready_condition() -> NodeCondition {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    let now = Time(Timestamp::from_second(secs).expect("a timestamp within jiff's range"));
+    let now = Time(now());
     NodeCondition {
         type_: "Ready".into(),
         status: "True".into(),

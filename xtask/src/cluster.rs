@@ -9,6 +9,7 @@ use dracheck_clusters::local::{self, ClusterInfo, Progress, binaries, versions};
 use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions};
 
 use crate::exit;
+use crate::nodes::{self, NodeArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
@@ -23,6 +24,17 @@ pub enum ClusterCommand {
     Kubeconfig(StateArgs),
     /// Build the control-plane binaries into the cache without starting anything.
     Build(BinArgs),
+    /// Runs the emulated nodes and drivers of `cluster up --nodes` (started by `up`).
+    #[command(hide = true)]
+    Agent(AgentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    #[command(flatten)]
+    nodes: NodeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -58,6 +70,8 @@ pub struct UpArgs {
     /// Seconds each component may take to become healthy.
     #[arg(long, default_value_t = 60)]
     start_timeout: u64,
+    #[command(flatten)]
+    nodes: NodeArgs,
 }
 
 /// `$XDG_RUNTIME_DIR/dracheck/local`, else `/tmp/dracheck-<uid>/local`. Short on purpose:
@@ -77,6 +91,7 @@ pub async fn run(cmd: ClusterCommand) -> u8 {
         ClusterCommand::Status(args) => status(args).await,
         ClusterCommand::Kubeconfig(args) => kubeconfig(args),
         ClusterCommand::Build(args) => return ensure_binaries(&args).await.err().unwrap_or(exit::OK),
+        ClusterCommand::Agent(args) => return nodes::agent(&args.state.state_dir, args.nodes).await,
     };
     result.unwrap_or_else(report)
 }
@@ -112,6 +127,18 @@ pub async fn ensure_binaries(args: &BinArgs) -> Result<(), u8> {
 }
 
 async fn up(args: UpArgs) -> Result<u8, ClusterError> {
+    if args.nodes.driver.is_some() && args.nodes.nodes == 0 {
+        eprintln!("dracheck: --driver runs the driver on emulated nodes; pass --nodes N (N ≥ 1) as well");
+        return Ok(exit::BAD_INPUT);
+    }
+    // Checked before anything starts, so that a wrong driver leaves nothing behind.
+    let spec = match nodes::driver_spec(&args.nodes) {
+        Ok(s) => s,
+        Err((code, msg)) => {
+            eprintln!("dracheck: {msg}");
+            return Ok(code);
+        }
+    };
     let opts = LocalClusterOptions {
         k8s_version: args.bins.k8s_version,
         k8s_bin_dir: args.bins.k8s_bin_dir,
@@ -132,6 +159,23 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
     };
     let state_dir = cluster.state_dir().to_path_buf();
     let info = cluster.detach();
+    if args.nodes.nodes > 0 {
+        eprintln!(
+            "starting {} emulated node(s){}",
+            args.nodes.nodes,
+            spec.as_ref().map_or(String::new(), |s| format!(" with driver {}", s.name))
+        );
+        let started = tokio::select! {
+            r = nodes::spawn_agent(&state_dir, &args.nodes, spec.is_some()) => r,
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        };
+        if let Err(e) = started {
+            eprintln!("dracheck: {e}");
+            let _ = local::stop_recorded(&state_dir);
+            eprintln!("stopped the cluster again and removed {}", state_dir.display());
+            return Ok(exit::CLUSTER_DOWN);
+        }
+    }
     eprintln!(
         "local cluster {} is running at {}; stop it with `cargo xtask cluster down --state-dir {}`",
         info.kubernetes_version,

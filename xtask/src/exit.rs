@@ -4,8 +4,11 @@
 pub const OK: u8 = 0;
 /// A check failed (a guarantee did not hold, a test failed).
 pub const FAILED: u8 = 1;
-// 2, bad input (a wrong flag, an unknown version, a missing file), and 3, a cluster that could
-// not be brought up or is not running, come from `ClusterError::exit_code`.
+/// Bad input: a wrong flag, an unknown version or driver, a missing file (also what
+/// `ClusterError::exit_code` gives such errors).
+pub const BAD_INPUT: u8 = dracheck_clusters::EXIT_BAD_INPUT as u8;
+/// The cluster or the driver could not be brought up, or is not running.
+pub const CLUSTER_DOWN: u8 = dracheck_clusters::EXIT_CLUSTER_DOWN as u8;
 /// The command exists but this version cannot do it yet.
 pub const NOT_AVAILABLE: u8 = 4;
 /// Interrupted (Ctrl-C); everything started was stopped.

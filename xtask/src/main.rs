@@ -2,6 +2,7 @@
 
 mod cluster;
 mod exit;
+mod nodes;
 
 use std::process::ExitCode;
 

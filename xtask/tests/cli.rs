@@ -82,7 +82,7 @@ fn cluster_up_status_kubeconfig_down() {
     let state = tmp.path().join("state");
     let state_s = state.to_str().unwrap();
 
-    let up = xtask(&["cluster", "up", "--state-dir", state_s], &[]);
+    let up = xtask(&["cluster", "up", "--state-dir", state_s, "--nodes", "1", "--driver", "mock"], &[]);
     assert!(up.status.success(), "{}", text(&up));
     let kubeconfig = String::from_utf8_lossy(&up.stdout).lines().last().unwrap_or_default().to_string();
     assert!(Path::new(&kubeconfig).is_file(), "the last line of `up` is the kubeconfig: {kubeconfig:?}");
@@ -96,6 +96,8 @@ fn cluster_up_status_kubeconfig_down() {
     let status = xtask(&["cluster", "status", "--state-dir", state_s], &[]);
     assert!(status.status.success(), "{}", text(&status));
     assert!(text(&status).contains("/readyz ok"), "{}", text(&status));
+    assert!(text(&status).contains("node-agent"), "{}", text(&status));
+    assert!(!processes_mentioning(&state).is_empty(), "the mock driver runs with the node's dirs");
 
     let kc = xtask(&["cluster", "kubeconfig", "--state-dir", state_s], &[]);
     assert!(kc.status.success(), "{}", text(&kc));
@@ -121,6 +123,65 @@ fn cluster_up_status_kubeconfig_down() {
         assert!(!p.is_alive(), "{} (pid {}) survived `down`", p.name, p.pid);
     }
     for (name, port) in &info.ports {
-        assert!(!dracheck_clusters::local::ports::is_listening(*port), "{name} still listens on {port}");
+        // Another cluster (a parallel test) may get the freed port; only ours would be a leak.
+        let ours: Vec<_> = dracheck_clusters::local::ports::listeners(*port)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains(state_s))
+            .collect();
+        assert!(ours.is_empty(), "{name}'s port {port} is still held by {ours:?}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_mentioning(&state).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(processes_mentioning(&state), Vec::<String>::new(), "no driver or container survives `down`");
+}
+
+/// Live processes whose command line names `dir` (drivers started with the node's dirs).
+fn processes_mentioning(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = dracheck_clusters::local::process::proc_stat(pid)?;
+            if stat.state == 'Z' {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(&needle).then_some(format!("{pid}: {cmdline}"))
+        })
+        .collect()
+}
+
+#[test]
+fn up_refuses_an_unknown_driver_or_a_driver_without_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let state = state.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["cluster", "up", "--state-dir", state, "--nodes", "1", "--driver", "nope"], "unknown driver \"nope\""),
+        (vec!["cluster", "up", "--state-dir", state, "--driver", "mock"], "pass --nodes N"),
+        (
+            vec![
+                "cluster",
+                "up",
+                "--state-dir",
+                state,
+                "--nodes",
+                "1",
+                "--driver",
+                "mock",
+                "--inventory",
+                "/nonexistent.yaml",
+            ],
+            "does not exist",
+        ),
+    ] {
+        let out = xtask(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+        assert!(!Path::new(state).exists(), "{args:?} started something");
     }
 }

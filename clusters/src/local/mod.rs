@@ -6,7 +6,9 @@
 //! proves that the controllers act on the API. Teardown runs the other way round.
 
 pub mod binaries;
+pub mod drivers;
 mod health;
+pub mod node;
 pub mod pki;
 pub mod ports;
 pub mod process;
@@ -22,7 +24,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use self::binaries::BinDir;
 use self::binaries::fmt_elapsed;
+pub use self::drivers::{DriverInstance, DriverSpec};
 use self::health::{etcd_health, http_ok, wait_healthy};
+pub use self::node::{EmulatedNode, NodeConfig};
 use self::pki::Pki;
 pub use self::process::Lifetime;
 use self::process::Supervised;
@@ -86,7 +90,12 @@ impl Default for LocalClusterOptions {
 pub struct LocalCluster {
     client: kube::Client,
     info: ClusterInfo,
+    // Dropped in this order: drivers, then nodes, then the control plane.
+    drivers: Vec<DriverInstance>,
+    nodes: Vec<EmulatedNode>,
+    pki: Pki,
     running: Running,
+    lifetime: Lifetime,
     pub startup: Duration,
 }
 
@@ -243,6 +252,9 @@ impl LocalCluster {
             format!("--kubelet-client-certificate={}", p(&kubelet_client.cert)),
             format!("--kubelet-client-key={}", p(&kubelet_client.key)),
             format!("--kubelet-certificate-authority={}", p(&pki.ca_file)),
+            // Reach emulated kubelets by their 127.0.0.0/8 InternalIP only: the default order
+            // starts with Hostname, which would send a DNS query off the machine.
+            "--kubelet-preferred-address-types=InternalIP".into(),
             // The aggregation layer's request-header auth, as every real control plane has it;
             // without it the scheduler and controller-manager log CA bundle errors forever.
             format!("--requestheader-client-ca-file={}", p(&pki.ca_file)),
@@ -328,7 +340,16 @@ impl LocalCluster {
             info.resource_api_versions.join(", "),
             kubeconfig.display()
         ));
-        Ok(LocalCluster { client, info, running, startup })
+        Ok(LocalCluster {
+            client,
+            info,
+            drivers: Vec::new(),
+            nodes: Vec::new(),
+            pki,
+            running,
+            lifetime: opts.lifetime,
+            startup,
+        })
     }
 
     pub fn client(&self) -> kube::Client {
@@ -357,9 +378,56 @@ impl LocalCluster {
         &self.info
     }
 
+    /// Adds `count` emulated nodes (`node-<n>` at 127.0.10.<n>, numbered after the existing
+    /// ones); each registers, heartbeats and runs the pods bound to it.
+    pub async fn add_nodes(&mut self, count: usize) -> Result<()> {
+        for _ in 0..count {
+            let index = self.nodes.len();
+            let cfg = NodeConfig::numbered(self.running.state.path(), index);
+            let node = EmulatedNode::start(self.client.clone(), &self.pki, cfg).await?;
+            self.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    pub fn nodes(&self) -> &[EmulatedNode] {
+        &self.nodes
+    }
+
+    pub fn node_mut(&mut self, name: &str) -> Option<&mut EmulatedNode> {
+        self.nodes.iter_mut().find(|n| n.name() == name)
+    }
+
+    /// Node removal: its drivers and containers stop and its Node object is deleted.
+    pub async fn remove_node(&mut self, name: &str) -> Result<()> {
+        self.drivers.retain(|d| d.node != name);
+        if let Some(i) = self.nodes.iter().position(|n| n.name() == name) {
+            self.nodes.remove(i).remove().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts `spec` on every emulated node.
+    pub fn start_driver(&mut self, spec: &DriverSpec) -> Result<()> {
+        for node in &self.nodes {
+            let d = DriverInstance::start(spec, node.config(), &self.info.kubeconfig, Lifetime::Attached)?;
+            self.drivers.push(d);
+        }
+        Ok(())
+    }
+
+    pub fn drivers(&self) -> &[DriverInstance] {
+        &self.drivers
+    }
+
+    pub fn driver_mut(&mut self, node: &str) -> Option<&mut DriverInstance> {
+        self.drivers.iter_mut().find(|d| d.node == node)
+    }
+
     /// Lets the cluster outlive this handle; `cluster down` stops it through the state dir.
     /// Only meaningful for clusters started with [`Lifetime::Detached`].
     pub fn detach(mut self) -> ClusterInfo {
+        debug_assert_eq!(self.lifetime, Lifetime::Detached, "an attached cluster dies with its starter anyway");
         self.running.detached = true;
         for p in self.running.processes.drain(..) {
             p.release();
@@ -369,6 +437,8 @@ impl LocalCluster {
 
     /// Stops everything now (dropping the handle does the same).
     pub fn stop(mut self) {
+        self.drivers.clear();
+        self.nodes.clear();
         self.running.teardown();
     }
 }

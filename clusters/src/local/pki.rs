@@ -45,6 +45,18 @@ impl Pki {
         Ok(Pki { dir, ca: Issuer::new(params, key), ca_pem, ca_file })
     }
 
+    /// The CA that [`Pki::create`] wrote into `dir/pki`, to issue more certificates later
+    /// (another process, such as the node agent of `cluster up`).
+    pub fn load(dir: &Path) -> Result<Pki> {
+        let dir = dir.join("pki");
+        let ca_file = dir.join("ca.crt");
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(ClusterError::io(format!("reading {}", p.display())));
+        let ca_pem = read(&ca_file)?;
+        let key = KeyPair::from_pem(&read(&dir.join("ca.key"))?)?;
+        let ca = Issuer::from_ca_cert_pem(&ca_pem, key)?;
+        Ok(Pki { dir, ca, ca_pem, ca_file })
+    }
+
     /// A serving certificate for `name`, valid for loopback and the given extra names.
     pub fn serving(&self, name_: &str, extra_sans: &[&str]) -> Result<CertFiles> {
         let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];

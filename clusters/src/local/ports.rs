@@ -30,6 +30,39 @@ pub fn is_listening(port: u16) -> bool {
         .is_ok()
 }
 
+/// The processes listening on TCP `port` (IPv4), with their command lines, read from
+/// `/proc/net/tcp` and the processes' socket descriptors. Tells "still ours" apart from a
+/// port that another process took after we released it.
+pub fn listeners(port: u16) -> Vec<(u32, String)> {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else { return Vec::new() };
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local_port = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
+            (local_port == port && *f.get(3)? == "0A").then(|| f.get(9).map(|s| format!("socket:[{s}]")))?
+        })
+        .collect();
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    procs
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                    .any(|target| inodes.iter().any(|i| target.to_string_lossy() == *i))
+            })
+        })
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&cmd).replace('\0', " "))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,6 +75,8 @@ mod tests {
         assert!(matches!(err, ClusterError::PortInUse { port: p, .. } if p == port));
         assert!(err.to_string().contains("kube-apiserver"));
         assert!(is_listening(port));
+        let me = std::process::id();
+        assert!(listeners(port).iter().any(|(pid, _)| *pid == me), "{:?}", listeners(port));
         drop(taken);
         assert_eq!(claim(Some(port), "kube-apiserver").unwrap(), port);
     }

@@ -40,11 +40,30 @@ pub struct Supervised {
 
 impl Supervised {
     pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path, lifetime: Lifetime) -> Result<Supervised> {
-        use std::os::unix::process::CommandExt as _;
-        let out = std::fs::File::create(log).map_err(ClusterError::io(format!("creating {}", log.display())))?;
-        let err = out.try_clone().map_err(ClusterError::io("duplicating a log handle"))?;
         let mut cmd = Command::new(program);
-        cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+        cmd.args(args);
+        Supervised::spawn_command(name, cmd, log, false, lifetime)
+    }
+
+    /// Starts `cmd` (with whatever env and dir the caller set) with stdout and stderr going
+    /// to `log`, appended to when `append` (a restarted container keeps its earlier output).
+    pub fn spawn_command(
+        name: &str,
+        mut cmd: Command,
+        log: &Path,
+        append: bool,
+        lifetime: Lifetime,
+    ) -> Result<Supervised> {
+        use std::os::unix::process::CommandExt as _;
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(append)
+            .write(true)
+            .truncate(!append)
+            .open(log)
+            .map_err(ClusterError::io(format!("creating {}", log.display())))?;
+        let err = out.try_clone().map_err(ClusterError::io("duplicating a log handle"))?;
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
         // SAFETY: only async-signal-safe calls (setsid, setpgid, prctl) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -63,7 +82,8 @@ impl Supervised {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(ClusterError::io(format!("starting {}", program.display())))?;
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        let child = cmd.spawn().map_err(ClusterError::io(format!("starting {program}")))?;
         let pid = child.id();
         let start_ticks = proc_stat(pid).map(|s| s.start_ticks).unwrap_or(0);
         Ok(Supervised {

@@ -1,0 +1,118 @@
+//! Running a DRA driver's kubelet plugin on each emulated node, the way a DaemonSet would put
+//! one pod per node: one process per node, with that node's registry, plugin and CDI dirs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::node::NodeConfig;
+use super::process::{Lifetime, Supervised};
+use crate::error::{Result, log_tail};
+
+/// Maps a node's directories and the cluster's kubeconfig to the driver's command line; each
+/// driver has its own flag names for them.
+pub type ArgsFn = Arc<dyn Fn(&NodeConfig, &Path) -> Vec<String> + Send + Sync>;
+
+#[derive(Clone)]
+pub struct DriverSpec {
+    /// The DRA driver name, e.g. `gpu.mock.dracheck.io`.
+    pub name: String,
+    pub program: PathBuf,
+    pub args: ArgsFn,
+}
+
+impl std::fmt::Debug for DriverSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverSpec").field("name", &self.name).field("program", &self.program).finish()
+    }
+}
+
+impl DriverSpec {
+    /// The dir the driver keeps its service socket in on `node`.
+    pub fn plugin_dir(&self, node: &NodeConfig) -> PathBuf {
+        node.plugins_dir().join(&self.name)
+    }
+}
+
+/// One driver process on one node.
+pub struct DriverInstance {
+    pub node: String,
+    spec: DriverSpec,
+    cfg: NodeConfig,
+    kubeconfig: PathBuf,
+    process: Option<Supervised>,
+    lifetime: Lifetime,
+}
+
+impl DriverInstance {
+    pub fn start(spec: &DriverSpec, cfg: &NodeConfig, kubeconfig: &Path, lifetime: Lifetime) -> Result<DriverInstance> {
+        let mut d = DriverInstance {
+            node: cfg.name.clone(),
+            spec: spec.clone(),
+            cfg: cfg.clone(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            process: None,
+            lifetime,
+        };
+        d.spawn(false)?;
+        Ok(d)
+    }
+
+    fn spawn(&mut self, append: bool) -> Result<()> {
+        let _ = std::fs::create_dir_all(self.spec.plugin_dir(&self.cfg));
+        let mut cmd = std::process::Command::new(&self.spec.program);
+        cmd.args((self.spec.args)(&self.cfg, &self.kubeconfig));
+        let name = format!("{}@{}", self.spec.name, self.cfg.name);
+        self.process = Some(Supervised::spawn_command(&name, cmd, &self.log_path(), append, self.lifetime)?);
+        Ok(())
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.cfg.root.join(format!("driver-{}.log", self.spec.name))
+    }
+
+    /// The last lines of the driver's log, for evidence and error messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log_path(), lines)
+    }
+
+    /// SIGTERM (SIGKILL after `grace`); the driver's own shutdown path runs.
+    pub fn stop(&mut self, grace: Duration) {
+        if let Some(mut p) = self.process.take() {
+            p.stop(grace);
+        }
+    }
+
+    /// A crash: SIGKILL, no shutdown path, stale sockets left behind.
+    pub fn kill(&mut self) {
+        self.stop(Duration::ZERO);
+    }
+
+    /// Stops (gracefully) and starts the driver again on the same node with the same dirs.
+    pub fn restart(&mut self, grace: Duration) -> Result<()> {
+        self.stop(grace);
+        self.spawn(true)
+    }
+
+    /// Starts it again after `stop` or `kill`.
+    pub fn start_again(&mut self) -> Result<()> {
+        if self.process.is_none() {
+            self.spawn(true)?;
+        }
+        Ok(())
+    }
+
+    /// `Some(status)` if the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.as_mut().and_then(|p| p.exited())
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(|p| p.record().pid)
+    }
+
+    /// Gives the process up to a supervisor that outlives this handle (`cluster up`).
+    pub fn release(mut self) -> Option<super::process::ProcessRecord> {
+        self.process.take().map(Supervised::release)
+    }
+}

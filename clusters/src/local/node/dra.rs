@@ -1,0 +1,320 @@
+//! The kubelet's DRA manager: the checks before a pod may use its claims, the
+//! NodePrepareResources / NodeUnprepareResources calls per driver, and the checkpoint that
+//! makes a restarted kubelet call Prepare again (so drivers must be idempotent) and still
+//! unprepare claims whose objects are gone.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dracheck_kubelet_api::dra_v1::dra_plugin_client::DraPluginClient as V1Client;
+use dracheck_kubelet_api::dra_v1beta1::dra_plugin_client::DraPluginClient as V1beta1Client;
+use dracheck_kubelet_api::{dra_v1, dra_v1beta1, rewire};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::Api;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use super::plugins::{Plugin, Registry, Service};
+
+/// One prepared device, as the driver returned it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PreparedDevice {
+    pub pool_name: String,
+    pub device_name: String,
+    pub request_names: Vec<String>,
+    pub cdi_device_ids: Vec<String>,
+}
+
+/// The checkpoint's entry for a claim (upstream `ClaimInfoState`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimEntry {
+    claim_uid: String,
+    claim_name: String,
+    namespace: String,
+    pod_uids: Vec<String>,
+    /// Driver → devices.
+    driver_state: BTreeMap<String, Vec<PreparedDevice>>,
+    /// Not persisted: entries restored after a restart are unprepared, as in kubelet.
+    #[serde(skip)]
+    prepared: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Checkpoint {
+    version: String,
+    entries: Vec<ClaimEntry>,
+}
+
+/// A pod claim resolved for the containers: its pod-level name and its devices.
+#[derive(Debug, Clone)]
+pub struct PodClaim {
+    pub name: String,
+    pub devices: Vec<PreparedDevice>,
+}
+
+pub struct DraManager {
+    client: kube::Client,
+    registry: Arc<Registry>,
+    path: PathBuf,
+    call_timeout: Duration,
+    // Async: held across the gRPC calls, which serializes them per node like the kubelet's
+    // claim cache lock does.
+    state: Mutex<Vec<ClaimEntry>>,
+}
+
+impl DraManager {
+    /// Loads the checkpoint in `path`, if any.
+    pub fn load(client: kube::Client, registry: Arc<Registry>, path: PathBuf, call_timeout: Duration) -> DraManager {
+        let entries = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Checkpoint>(&t).ok())
+            .map(|c| c.entries)
+            .unwrap_or_default();
+        DraManager { client, registry, path, call_timeout, state: Mutex::new(entries) }
+    }
+
+    fn save(&self, entries: &[ClaimEntry]) -> Result<(), String> {
+        let cp = Checkpoint { version: "v1".into(), entries: entries.to_vec() };
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&cp).expect("serializes")).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| format!("writing the DRA checkpoint: {e}"))
+    }
+
+    /// The kubelet's checks, then Prepare for every claim of `pod` not prepared yet. The
+    /// error is the message of a `FailedPrepareDynamicResources` event.
+    pub async fn prepare_pod(&self, pod: &Pod) -> Result<Vec<PodClaim>, String> {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let claims_api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
+        let mut out = Vec::new();
+        let pod_claims = pod.spec.as_ref().and_then(|s| s.resource_claims.clone()).unwrap_or_default();
+        for pc in pod_claims {
+            let (claim_name, generated) = match &pc.resource_claim_name {
+                Some(n) => (n.clone(), false),
+                None => {
+                    let status = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.resource_claim_statuses.as_ref())
+                        .and_then(|all| all.iter().find(|s| s.name == pc.name).cloned());
+                    match status {
+                        Some(s) => match s.resource_claim_name {
+                            Some(n) => (n, true),
+                            // The claim controller decided the pod does not need this claim.
+                            None => continue,
+                        },
+                        None => {
+                            return Err(format!(
+                                "waiting for the ResourceClaim of pod claim {} to be generated",
+                                pc.name
+                            ));
+                        }
+                    }
+                }
+            };
+            let claim = claims_api
+                .get_opt(&claim_name)
+                .await
+                .map_err(|e| format!("getting ResourceClaim {claim_name}: {e}"))?
+                .ok_or_else(|| format!("ResourceClaim {claim_name} not found"))?;
+            let claim_uid = claim.metadata.uid.clone().unwrap_or_default();
+            if generated {
+                let owned = claim
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && o.uid == pod_uid);
+                if !owned {
+                    return Err(format!(
+                        "ResourceClaim {claim_name} was not created for pod {ns}/{pod_name} ({pod_uid})"
+                    ));
+                }
+            }
+            let status = claim.status.clone().unwrap_or_default();
+            let reserved = status.reserved_for.iter().flatten().any(|r| r.uid == pod_uid);
+            if !reserved {
+                return Err(format!(
+                    "pod {ns}/{pod_name} ({pod_uid}) is not allowed to use ResourceClaim {claim_name} ({claim_uid})"
+                ));
+            }
+            let results = status.allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
+            if results.is_empty() {
+                return Err(format!("ResourceClaim {claim_name} is not allocated"));
+            }
+            let mut drivers: Vec<String> = results.iter().map(|r| r.driver.clone()).collect();
+            drivers.sort();
+            drivers.dedup();
+            let devices = self.prepare_claim(&ns, &claim_name, &claim_uid, &pod_uid, &drivers).await?;
+            out.push(PodClaim { name: pc.name.clone(), devices });
+        }
+        Ok(out)
+    }
+
+    async fn prepare_claim(
+        &self,
+        ns: &str,
+        name: &str,
+        uid: &str,
+        pod_uid: &str,
+        drivers: &[String],
+    ) -> Result<Vec<PreparedDevice>, String> {
+        let mut state = self.state.lock().await;
+        let idx = match state.iter().position(|e| e.claim_uid == uid) {
+            Some(i) => i,
+            None => {
+                state.push(ClaimEntry {
+                    claim_uid: uid.into(),
+                    claim_name: name.into(),
+                    namespace: ns.into(),
+                    ..ClaimEntry::default()
+                });
+                state.len() - 1
+            }
+        };
+        if !state[idx].pod_uids.iter().any(|p| p == pod_uid) {
+            state[idx].pod_uids.push(pod_uid.into());
+        }
+        // Written before the call, so that a restart in the middle still knows to unprepare.
+        self.save(&state)?;
+        if state[idx].prepared {
+            return Ok(state[idx].driver_state.values().flatten().cloned().collect());
+        }
+        let claim = dra_v1::Claim { namespace: ns.into(), uid: uid.into(), name: name.into() };
+        let mut driver_state = BTreeMap::new();
+        for driver in drivers {
+            let plugin = self.registry.get(driver).ok_or_else(|| format!("DRA driver {driver} is not registered"))?;
+            let resp = self.call_prepare(&plugin, claim.clone()).await.map_err(|e| {
+                format!("prepare dynamic resources: NodePrepareResources failed for ResourceClaim {name}: {e}")
+            })?;
+            let Some(result) = resp.claims.get(uid) else {
+                return Err("prepare dynamic resources: NodePrepareResources skipped 1 ResourceClaims".into());
+            };
+            if !result.error.is_empty() {
+                return Err(format!(
+                    "prepare dynamic resources: NodePrepareResources failed for ResourceClaim {name}: {}",
+                    result.error
+                ));
+            }
+            let devices = result
+                .devices
+                .iter()
+                .map(|d| PreparedDevice {
+                    pool_name: d.pool_name.clone(),
+                    device_name: d.device_name.clone(),
+                    request_names: d.request_names.clone(),
+                    cdi_device_ids: d.cdi_device_ids.clone(),
+                })
+                .collect();
+            driver_state.insert(driver.clone(), devices);
+        }
+        state[idx].driver_state = driver_state;
+        state[idx].prepared = true;
+        self.save(&state)?;
+        Ok(state[idx].driver_state.values().flatten().cloned().collect())
+    }
+
+    /// Drops `pod_uid` from its claims and unprepares the claims no other pod uses. The error
+    /// is the message of a `FailedUnprepareDynamicResources` event; the pod must not go away
+    /// until this succeeds.
+    pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), String> {
+        let mut state = self.state.lock().await;
+        for e in state.iter_mut() {
+            e.pod_uids.retain(|p| p != pod_uid);
+        }
+        self.save(&state)?;
+        let unused: Vec<ClaimEntry> = state.iter().filter(|e| e.pod_uids.is_empty()).cloned().collect();
+        for entry in unused {
+            let claim = dra_v1::Claim {
+                namespace: entry.namespace.clone(),
+                uid: entry.claim_uid.clone(),
+                name: entry.claim_name.clone(),
+            };
+            for driver in entry.driver_state.keys() {
+                let plugin =
+                    self.registry.get(driver).ok_or_else(|| format!("DRA driver {driver} is not registered"))?;
+                let resp = self.call_unprepare(&plugin, claim.clone()).await.map_err(|e| {
+                    format!(
+                        "unprepare dynamic resources: NodeUnprepareResources failed for ResourceClaim {}: {e}",
+                        entry.claim_name
+                    )
+                })?;
+                match resp.claims.get(&entry.claim_uid) {
+                    Some(r) if r.error.is_empty() => {}
+                    Some(r) => {
+                        return Err(format!(
+                            "unprepare dynamic resources: NodeUnprepareResources failed for ResourceClaim {}: {}",
+                            entry.claim_name, r.error
+                        ));
+                    }
+                    None => {
+                        return Err(
+                            "unprepare dynamic resources: NodeUnprepareResources skipped 1 ResourceClaims".into()
+                        );
+                    }
+                }
+            }
+            state.retain(|e| e.claim_uid != entry.claim_uid);
+            self.save(&state)?;
+        }
+        Ok(())
+    }
+
+    async fn call_prepare(
+        &self,
+        plugin: &Plugin,
+        claim: dra_v1::Claim,
+    ) -> Result<dra_v1::NodePrepareResourcesResponse, String> {
+        let req = dra_v1::NodePrepareResourcesRequest { claims: vec![claim] };
+        let call = async {
+            match plugin.service {
+                Service::V1 => {
+                    V1Client::new(plugin.channel.clone()).node_prepare_resources(req).await.map(|r| r.into_inner())
+                }
+                Service::V1beta1 => {
+                    let req: dra_v1beta1::NodePrepareResourcesRequest = rewire(&req).expect("wire-identical");
+                    let resp =
+                        V1beta1Client::new(plugin.channel.clone()).node_prepare_resources(req).await?.into_inner();
+                    Ok(rewire(&resp).expect("wire-identical"))
+                }
+            }
+        };
+        with_timeout(self.call_timeout, call).await
+    }
+
+    async fn call_unprepare(
+        &self,
+        plugin: &Plugin,
+        claim: dra_v1::Claim,
+    ) -> Result<dra_v1::NodeUnprepareResourcesResponse, String> {
+        let req = dra_v1::NodeUnprepareResourcesRequest { claims: vec![claim] };
+        let call = async {
+            match plugin.service {
+                Service::V1 => {
+                    V1Client::new(plugin.channel.clone()).node_unprepare_resources(req).await.map(|r| r.into_inner())
+                }
+                Service::V1beta1 => {
+                    let req: dra_v1beta1::NodeUnprepareResourcesRequest = rewire(&req).expect("wire-identical");
+                    let resp =
+                        V1beta1Client::new(plugin.channel.clone()).node_unprepare_resources(req).await?.into_inner();
+                    Ok(rewire(&resp).expect("wire-identical"))
+                }
+            }
+        };
+        with_timeout(self.call_timeout, call).await
+    }
+}
+
+async fn with_timeout<T>(timeout: Duration, call: impl Future<Output = Result<T, tonic::Status>>) -> Result<T, String> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(status)) => Err(format!("rpc error: code = {:?} desc = {}", status.code(), status.message())),
+        Err(_) => Err(format!("rpc error: code = DeadlineExceeded desc = context deadline exceeded after {timeout:?}")),
+    }
+}

@@ -1,0 +1,271 @@
+//! The pod worker: for each pod bound to this node, prepare its claims, start its containers
+//! with the CDI environment, report status, and on the way out stop the containers and
+//! unprepare before the pod object may go (deletion waits while unprepare fails).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::cdi;
+use super::config::NodeConfig;
+use super::dra::{DraManager, PodClaim};
+use super::events::Log;
+use super::logs::PodIndex;
+use super::runtime::{ContainerSpec, ContainerStatus, Runtime, State};
+
+/// Retry backoff after a failed prepare or start, doubling up to the cap.
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(16);
+
+#[derive(Default)]
+struct Progress {
+    next_try: Option<Instant>,
+    backoff: Duration,
+    last_event: Option<String>,
+    last_status: Option<String>,
+    unprepared: bool,
+}
+
+pub struct PodWorker {
+    pub client: kube::Client,
+    pub cfg: NodeConfig,
+    pub runtime: Arc<Runtime>,
+    pub dra: Arc<DraManager>,
+    pub log: Log,
+    pub index: PodIndex,
+}
+
+impl PodWorker {
+    pub async fn run(self, stop: CancellationToken) {
+        let mut progress: HashMap<String, Progress> = HashMap::new();
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let selector = format!("spec.nodeName={}", self.cfg.name);
+        loop {
+            match pods.list(&ListParams::default().fields(&selector)).await {
+                Ok(list) => {
+                    let seen: Vec<String> = list.items.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+                    for pod in &list.items {
+                        let uid = pod.metadata.uid.clone().unwrap_or_default();
+                        let p = progress.entry(uid).or_default();
+                        self.sync(pod, p).await;
+                    }
+                    self.forget_vanished(&seen, &mut progress).await;
+                }
+                Err(e) => self.log.warn("ListPodsFailed", e.to_string()),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            }
+        }
+    }
+
+    /// Pods removed from the API without us (force deletion): stop and unprepare them too.
+    async fn forget_vanished(&self, seen: &[String], progress: &mut HashMap<String, Progress>) {
+        let gone: Vec<String> = progress.keys().filter(|u| !seen.contains(u)).cloned().collect();
+        for uid in gone {
+            self.kill(&uid, Duration::from_secs(2)).await;
+            match self.dra.unprepare_pod(&uid).await {
+                Ok(()) => {
+                    progress.remove(&uid);
+                    self.runtime.remove_pod_dir(&uid);
+                    self.index.lock().unwrap().retain(|_, v| *v != uid);
+                }
+                Err(e) => self.log.warn("FailedUnprepareDynamicResources", format!("force-deleted pod {uid}: {e}")),
+            }
+        }
+    }
+
+    async fn kill(&self, uid: &str, grace: Duration) {
+        let (rt, uid) = (self.runtime.clone(), uid.to_string());
+        let _ = tokio::task::spawn_blocking(move || rt.kill_pod(&uid, grace)).await;
+    }
+
+    async fn event(&self, pod: &Pod, p: &mut Progress, warning: bool, reason: &str, message: &str) {
+        let key = format!("{reason}: {message}");
+        if p.last_event.as_deref() != Some(&key) {
+            self.log.pod_event(&self.client, pod, warning, reason, message).await;
+            p.last_event = Some(key);
+        }
+    }
+
+    async fn sync(&self, pod: &Pod, p: &mut Progress) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.index.lock().unwrap().insert((ns.clone(), name.clone()), uid.clone());
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let restart_policy =
+            pod.spec.as_ref().and_then(|s| s.restart_policy.clone()).unwrap_or_else(|| "Always".into());
+
+        if pod.metadata.deletion_timestamp.is_some() {
+            let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
+            self.kill(&uid, Duration::from_secs(grace.clamp(1, 30) as u64)).await;
+            if let Err(e) = self.dra.unprepare_pod(&uid).await {
+                self.event(pod, p, true, "FailedUnprepareDynamicResources", &e).await;
+                return;
+            }
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+                ..DeleteParams::default()
+            };
+            match pods.delete(&name, &dp).await {
+                Ok(_) => self.log.info(format!("pod {ns}/{name} stopped, unprepared and removed")),
+                Err(e) => self.log.warn("FailedDelete", format!("{ns}/{name}: {e}")),
+            }
+            return;
+        }
+
+        if phase == "Succeeded" || phase == "Failed" {
+            if !p.unprepared {
+                match self.dra.unprepare_pod(&uid).await {
+                    Ok(()) => p.unprepared = true,
+                    Err(e) => self.event(pod, p, true, "FailedUnprepareDynamicResources", &e).await,
+                }
+            }
+            return;
+        }
+
+        if self.runtime.has_pod(&uid) {
+            let statuses = self.runtime.poll(&uid, &restart_policy);
+            self.report(pod, p, &statuses).await;
+            return;
+        }
+
+        if p.next_try.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        match self.start(pod).await {
+            Ok(()) => {
+                p.backoff = Duration::ZERO;
+                p.next_try = None;
+                self.event(pod, p, false, "Started", "started the pod's containers").await;
+                let statuses = self.runtime.poll(&uid, &restart_policy);
+                self.report(pod, p, &statuses).await;
+            }
+            Err((reason, message)) => {
+                self.event(pod, p, true, reason, &message).await;
+                p.backoff = if p.backoff.is_zero() { BACKOFF_START } else { (p.backoff * 2).min(BACKOFF_MAX) };
+                p.next_try = Some(Instant::now() + p.backoff);
+            }
+        }
+    }
+
+    /// Prepare, resolve CDI, start. The error is an event's reason and message.
+    async fn start(&self, pod: &Pod) -> Result<(), (&'static str, String)> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let claims = self.dra.prepare_pod(pod).await.map_err(|e| ("FailedPrepareDynamicResources", e))?;
+        let specs = self.container_specs(pod, &claims).map_err(|e| ("Failed", e))?;
+        self.runtime.start_pod(&uid, specs).map_err(|e| ("Failed", format!("Error: {e}")))
+    }
+
+    fn container_specs(&self, pod: &Pod, claims: &[PodClaim]) -> Result<Vec<ContainerSpec>, String> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let mut out = Vec::new();
+        for c in &spec.containers {
+            let mut argv = c.command.clone().unwrap_or_default();
+            argv.extend(c.args.clone().unwrap_or_default());
+            if argv.is_empty() {
+                return Err(format!(
+                    "Error: container {} has no command; emulated nodes run the command on the host and know no image entrypoints",
+                    c.name
+                ));
+            }
+            let mut env = vec![("HOSTNAME".to_string(), name.clone())];
+            env.extend(c.env.iter().flatten().filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v))));
+            let mut ids = Vec::new();
+            for used in c.resources.as_ref().and_then(|r| r.claims.clone()).unwrap_or_default() {
+                let Some(claim) = claims.iter().find(|pc| pc.name == used.name) else { continue };
+                for d in &claim.devices {
+                    if used.request.as_ref().is_none_or(|r| d.request_names.iter().any(|n| n == r)) {
+                        ids.extend(d.cdi_device_ids.iter().cloned());
+                    }
+                }
+            }
+            let edits = cdi::resolve(&self.cfg.cdi_dir(), &ids)
+                .map_err(|e| format!("Error: failed to create containerd task: {e}"))?;
+            env.extend(edits);
+            out.push(ContainerSpec { name: c.name.clone(), argv, env });
+        }
+        Ok(out)
+    }
+
+    /// Writes the pod's status from the containers' states, when it changed.
+    async fn report(&self, pod: &Pod, p: &mut Progress, statuses: &[ContainerStatus]) {
+        let all_done = !statuses.is_empty() && statuses.iter().all(|s| matches!(s.state, State::Terminated { .. }));
+        let failed = statuses.iter().any(|s| matches!(s.state, State::Terminated { exit_code, .. } if exit_code != 0));
+        let phase = match (all_done, failed) {
+            (false, _) => "Running",
+            (true, false) => "Succeeded",
+            (true, true) => "Failed",
+        };
+        let summary =
+            format!("{phase} {:?}", statuses.iter().map(|s| (&s.name, &s.state, s.restart_count)).collect::<Vec<_>>());
+        if p.last_status.as_deref() == Some(&summary) {
+            return;
+        }
+        let ip = self.cfg.ip.to_string();
+        let ready = if phase == "Running" { "True" } else { "False" };
+        let container_statuses: Vec<_> = statuses
+            .iter()
+            .map(|s| {
+                let state = match &s.state {
+                    State::Running { started_at } => json!({ "running": { "startedAt": started_at.to_string() } }),
+                    State::Terminated { exit_code, started_at, finished_at } => json!({ "terminated": {
+                        "exitCode": exit_code,
+                        "reason": if *exit_code == 0 { "Completed" } else { "Error" },
+                        "startedAt": started_at.to_string(),
+                        "finishedAt": finished_at.to_string(),
+                    }}),
+                };
+                let image = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|sp| sp.containers.iter().find(|c| c.name == s.name))
+                    .and_then(|c| c.image.clone())
+                    .unwrap_or_default();
+                json!({
+                    "name": s.name,
+                    "image": image,
+                    "imageID": "",
+                    "containerID": format!("dracheck://{}", s.name),
+                    "ready": matches!(s.state, State::Running { .. }),
+                    "started": matches!(s.state, State::Running { .. }),
+                    "restartCount": s.restart_count,
+                    "state": state,
+                    "lastState": s.last_exit_code.map_or(json!({}), |code| json!({ "terminated": { "exitCode": code } })),
+                })
+            })
+            .collect();
+        let now = dracheck_objects::now().to_string();
+        let cond = |t: &str, status: &str| json!({ "type": t, "status": status, "lastTransitionTime": now });
+        let patch = json!({ "status": {
+            "phase": phase,
+            "hostIP": ip, "hostIPs": [{ "ip": ip }],
+            "podIP": ip, "podIPs": [{ "ip": ip }],
+            "startTime": pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or(now.clone(), |t| t.0.to_string()),
+            "conditions": [
+                cond("PodReadyToStartContainers", "True"),
+                cond("Initialized", "True"),
+                cond("ContainersReady", ready),
+                cond("Ready", ready),
+            ],
+            "containerStatuses": container_statuses,
+        }});
+        let pods: Api<Pod> =
+            Api::namespaced(self.client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        match pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+            Ok(_) => p.last_status = Some(summary),
+            Err(e) => self.log.warn("StatusUpdateFailed", format!("{name}: {e}")),
+        }
+    }
+}

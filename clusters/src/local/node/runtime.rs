@@ -1,0 +1,229 @@
+//! The container runtime of an emulated node: each container's command runs as a host process
+//! in its own process group, with the pod's env and the CDI env edits, its output in a log
+//! file that the kubelet log endpoint serves. It outlives a kubelet restart, as containerd
+//! does on a real node.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::local::process::{Lifetime, Supervised};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Running { started_at: Timestamp },
+    Terminated { exit_code: i32, started_at: Timestamp, finished_at: Timestamp },
+}
+
+#[derive(Debug, Clone)]
+pub struct ContainerStatus {
+    pub name: String,
+    pub state: State,
+    pub restart_count: i32,
+    /// Set when the container ran before and was restarted.
+    pub last_exit_code: Option<i32>,
+}
+
+/// What to run: argv, env, working dir.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec {
+    pub name: String,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+struct Container {
+    spec: ContainerSpec,
+    process: Supervised,
+    started_at: Timestamp,
+    finished_at: Option<Timestamp>,
+    restart_count: i32,
+    last_exit_code: Option<i32>,
+}
+
+pub struct Runtime {
+    pods_dir: PathBuf,
+    pods: Mutex<HashMap<String, Vec<Container>>>,
+}
+
+impl Runtime {
+    pub fn new(pods_dir: &Path) -> Runtime {
+        Runtime { pods_dir: pods_dir.to_path_buf(), pods: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn log_path(&self, pod_uid: &str, container: &str) -> PathBuf {
+        self.pods_dir.join(pod_uid).join(format!("{container}.log"))
+    }
+
+    pub fn has_pod(&self, pod_uid: &str) -> bool {
+        self.pods.lock().unwrap().contains_key(pod_uid)
+    }
+
+    /// Starts all containers of a pod.
+    pub fn start_pod(&self, pod_uid: &str, specs: Vec<ContainerSpec>) -> Result<(), String> {
+        let dir = self.pods_dir.join(pod_uid);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let mut started = Vec::new();
+        for spec in specs {
+            let process = self.spawn(pod_uid, &spec, false)?;
+            started.push(Container {
+                spec,
+                process,
+                started_at: dracheck_objects::now(),
+                finished_at: None,
+                restart_count: 0,
+                last_exit_code: None,
+            });
+        }
+        self.pods.lock().unwrap().insert(pod_uid.to_string(), started);
+        Ok(())
+    }
+
+    fn spawn(&self, pod_uid: &str, spec: &ContainerSpec, append: bool) -> Result<Supervised, String> {
+        let (program, args) = spec.argv.split_first().ok_or("the container has no command")?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).env_clear().envs(spec.env.iter().cloned()).current_dir(self.pods_dir.join(pod_uid));
+        if !spec.env.iter().any(|(k, _)| k == "PATH") {
+            cmd.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        }
+        Supervised::spawn_command(&spec.name, cmd, &self.log_path(pod_uid, &spec.name), append, Lifetime::Attached)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The containers' current states, after restarting those whose policy says so
+    /// (`Always`, or `OnFailure` after a non-zero exit).
+    pub fn poll(&self, pod_uid: &str, restart_policy: &str) -> Vec<ContainerStatus> {
+        let mut pods = self.pods.lock().unwrap();
+        let Some(containers) = pods.get_mut(pod_uid) else { return Vec::new() };
+        let mut out = Vec::new();
+        for c in containers.iter_mut() {
+            if let Some(status) = c.process.exited() {
+                let code = exit_code(status);
+                let finished_at = *c.finished_at.get_or_insert_with(dracheck_objects::now);
+                let restart = match restart_policy {
+                    "Always" => true,
+                    "OnFailure" => code != 0,
+                    _ => false,
+                };
+                if restart {
+                    if let Ok(p) = self.spawn(pod_uid, &c.spec, true) {
+                        c.process = p;
+                        c.restart_count += 1;
+                        c.last_exit_code = Some(code);
+                        c.started_at = dracheck_objects::now();
+                        c.finished_at = None;
+                    }
+                } else {
+                    out.push(ContainerStatus {
+                        name: c.spec.name.clone(),
+                        state: State::Terminated { exit_code: code, started_at: c.started_at, finished_at },
+                        restart_count: c.restart_count,
+                        last_exit_code: c.last_exit_code,
+                    });
+                    continue;
+                }
+            }
+            out.push(ContainerStatus {
+                name: c.spec.name.clone(),
+                state: State::Running { started_at: c.started_at },
+                restart_count: c.restart_count,
+                last_exit_code: c.last_exit_code,
+            });
+        }
+        out
+    }
+
+    /// Stops a pod's containers (SIGTERM, SIGKILL after `grace`) and forgets them; their logs
+    /// stay until the pod dir is removed.
+    pub fn kill_pod(&self, pod_uid: &str, grace: Duration) {
+        let containers = self.pods.lock().unwrap().remove(pod_uid);
+        for mut c in containers.into_iter().flatten() {
+            c.process.stop(grace);
+        }
+    }
+
+    pub fn remove_pod_dir(&self, pod_uid: &str) {
+        let _ = std::fs::remove_dir_all(self.pods_dir.join(pod_uid));
+    }
+
+    /// Every pod it runs, for a node that goes away.
+    pub fn kill_all(&self, grace: Duration) {
+        let uids: Vec<String> = self.pods.lock().unwrap().keys().cloned().collect();
+        for uid in uids {
+            self.kill_pod(&uid, grace);
+        }
+    }
+}
+
+/// The exit code a container runtime reports: the process's, or 128 + signal.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, script: &str) -> ContainerSpec {
+        ContainerSpec {
+            name: name.into(),
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![("GREETING".into(), "hello".into())],
+        }
+    }
+
+    fn wait_terminated(rt: &Runtime, uid: &str, policy: &str) -> Vec<ContainerStatus> {
+        for _ in 0..200 {
+            let s = rt.poll(uid, policy);
+            if s.iter().all(|c| matches!(c.state, State::Terminated { .. })) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("containers did not finish");
+    }
+
+    #[test]
+    fn runs_commands_with_their_env_and_reports_exit_codes() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(dir.path());
+        rt.start_pod("u1", vec![spec("ok", "echo $GREETING; exit 0"), spec("bad", "exit 3")]).unwrap();
+        let s = wait_terminated(&rt, "u1", "Never");
+        let codes: Vec<i32> = s
+            .iter()
+            .map(|c| match c.state {
+                State::Terminated { exit_code, .. } => exit_code,
+                State::Running { .. } => -1,
+            })
+            .collect();
+        assert_eq!(codes, vec![0, 3]);
+        assert_eq!(std::fs::read_to_string(rt.log_path("u1", "ok")).unwrap(), "hello\n");
+    }
+
+    #[test]
+    fn on_failure_restarts_until_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(dir.path());
+        // Fails on the first run, succeeds on the second: the marker file survives restarts.
+        rt.start_pod("u2", vec![spec("flaky", "if [ -e marker ]; then exit 0; fi; touch marker; exit 1")]).unwrap();
+        let s = wait_terminated(&rt, "u2", "OnFailure");
+        assert_eq!(s[0].restart_count, 1);
+        assert_eq!(s[0].last_exit_code, Some(1));
+        assert!(matches!(s[0].state, State::Terminated { exit_code: 0, .. }));
+    }
+
+    #[test]
+    fn kill_pod_stops_running_containers() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(dir.path());
+        rt.start_pod("u3", vec![spec("sleeper", "sleep 60")]).unwrap();
+        assert!(matches!(rt.poll("u3", "Never")[0].state, State::Running { .. }));
+        rt.kill_pod("u3", Duration::from_secs(2));
+        assert!(!rt.has_pod("u3"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Command line of the mock kubelet plugin.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::faults::Fault;
+
+pub const DEFAULT_DRIVER: &str = "gpu.mock.dracheck.io";
+
+/// A mock DRA driver: a real kubelet plugin (registration and DRAPlugin gRPC over Unix
+/// sockets) that publishes ResourceSlices from an inventory file, writes CDI specs and keeps
+/// a checkpoint. Fault switches make it break one guarantee of the driver contract at a time.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "dracheck-mock-driver", version)]
+pub struct Args {
+    /// The DRA driver name: the `driver` of its slices and allocation results.
+    #[arg(long, default_value = DEFAULT_DRIVER)]
+    pub driver_name: String,
+
+    /// The Node this plugin runs on; its pool and slices are named after it.
+    #[arg(long)]
+    pub node_name: String,
+
+    /// Kubeconfig to reach the apiserver. Without it: $KUBECONFIG, ~/.kube/config, then the
+    /// in-cluster service account.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Inventory YAML (kind MockInventory) with the devices to publish; re-read when it
+    /// changes.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: PathBuf,
+
+    /// Kubelet's plugin registry directory; the registration socket is
+    /// `<driver>-reg.sock` in it.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/kubelet/plugins_registry")]
+    pub registrar_dir: PathBuf,
+
+    /// Directory of the DRA service socket `dra.sock` [default: /var/lib/kubelet/plugins/<driver>].
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir: Option<PathBuf>,
+
+    /// Directory the container runtime reads CDI specs from.
+    #[arg(long, value_name = "DIR", default_value = "/var/run/cdi")]
+    pub cdi_dir: PathBuf,
+
+    /// Directory of the checkpoint of prepared claims [default: the plugin dir].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Delete this node's slices on a clean shutdown (SIGTERM, SIGINT). By default they are
+    /// kept, so that a quick restart does not make the devices disappear.
+    #[arg(long)]
+    pub remove_slices_on_exit: bool,
+
+    /// Switch on a fault (repeatable): fail-prepare=N, hang-prepare, exit-on-prepare,
+    /// non-idempotent-prepare, lose-checkpoint, stale-slices-on-exit, cdi-without-spec,
+    /// wrong-attribute=NAME=VALUE, never-unprepare, foreign-slice=NODE. See README.md.
+    #[arg(long = "fault", value_name = "NAME[=ARG]")]
+    pub faults: Vec<Fault>,
+}
+
+impl Args {
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.plugin_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/kubelet/plugins").join(&self.driver_name))
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(|| self.plugin_dir())
+    }
+
+    pub fn registration_socket(&self) -> PathBuf {
+        self.registrar_dir.join(format!("{}-reg.sock", self.driver_name))
+    }
+
+    pub fn dra_socket(&self) -> PathBuf {
+        self.plugin_dir().join("dra.sock")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_kubelet_layout() {
+        let args = Args::try_parse_from(["x", "--node-name", "n1", "--inventory", "i.yaml"]).unwrap();
+        assert_eq!(args.driver_name, DEFAULT_DRIVER);
+        assert_eq!(
+            args.registration_socket(),
+            PathBuf::from("/var/lib/kubelet/plugins_registry/gpu.mock.dracheck.io-reg.sock")
+        );
+        assert_eq!(args.dra_socket(), PathBuf::from("/var/lib/kubelet/plugins/gpu.mock.dracheck.io/dra.sock"));
+        assert_eq!(args.state_dir(), PathBuf::from("/var/lib/kubelet/plugins/gpu.mock.dracheck.io"));
+        assert_eq!(args.cdi_dir, PathBuf::from("/var/run/cdi"));
+        assert!(!args.remove_slices_on_exit);
+    }
+
+    #[test]
+    fn faults_repeat_and_bad_ones_are_usage_errors() {
+        let args = Args::try_parse_from([
+            "x",
+            "--node-name",
+            "n",
+            "--inventory",
+            "i",
+            "--fault",
+            "hang-prepare",
+            "--fault",
+            "fail-prepare=2",
+        ])
+        .unwrap();
+        assert_eq!(args.faults, [Fault::HangPrepare, Fault::FailPrepare(2)]);
+        let e = Args::try_parse_from(["x", "--node-name", "n", "--inventory", "i", "--fault", "boom"]).unwrap_err();
+        assert!(e.to_string().contains("unknown fault"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    }
+}

@@ -1,0 +1,492 @@
+//! The inventory file: which devices the mock driver publishes on which node. It doubles as
+//! the suite's oracle of what the slices must contain, so parsing is strict: unknown fields,
+//! malformed values and duplicate devices are errors that name the file, line and field.
+//!
+//! ```yaml
+//! apiVersion: dracheck.io/v1alpha1
+//! kind: MockInventory
+//! faults: []                  # optional, same syntax as --fault
+//! groups:
+//!   - nodes: ["*"]            # node names; "*" is every node no other group names
+//!     devices:
+//!       - name: gpu-0
+//!         attributes: { model: { string: a100 }, index: { int: 0 } }
+//!         capacity: { memory: 40Gi }
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::resource::v1::Device;
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use serde_saphyr::Spanned;
+
+use crate::faults::Fault;
+
+pub const API_VERSION: &str = "dracheck.io/v1alpha1";
+pub const KIND: &str = "MockInventory";
+/// Matches every node that no group names explicitly.
+pub const ANY_NODE: &str = "*";
+
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error("cannot read the inventory file {path}: {source}. Pass an existing file with --inventory.")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "invalid inventory {path}, line {line}, column {column}, field {field}: {message}. The format is \
+         described in drivers/mock/README.md (apiVersion {API_VERSION}, kind {KIND}, groups of nodes and devices)."
+    )]
+    Invalid { path: PathBuf, line: u64, column: u64, field: String, message: String },
+
+    #[error(
+        "invalid inventory {path}, line {line}, field {field}: device name {device:?} is used twice for the same \
+         nodes (first on line {first_line}). Device names must be unique within a node's pool; rename one of them."
+    )]
+    DuplicateDevice { path: PathBuf, line: u64, first_line: u64, field: String, device: String },
+
+    #[error(
+        "invalid inventory {path}, field {field}: node {node:?} is listed by more than one group, so its devices \
+         would be ambiguous. List each node in one group only (and \"*\" at most once)."
+    )]
+    AmbiguousNode { path: PathBuf, field: String, node: String },
+
+    #[error(
+        "invalid inventory {path}, field {field}: the group lists no nodes, so it would apply to none. Name nodes, \
+         or \"*\" for every node no other group names."
+    )]
+    NoNodes { path: PathBuf, field: String },
+
+    #[error(
+        "the inventory {path} has no devices for node {node:?}: no group lists it and there is no \"*\" group. \
+         Add the node to a group, or pass the --node-name the inventory was written for."
+    )]
+    NodeMissing { path: PathBuf, node: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct InventoryFile {
+    #[serde(rename = "apiVersion")]
+    _api_version: ApiVersion,
+    #[serde(rename = "kind")]
+    _kind: Kind,
+    #[serde(default)]
+    faults: Vec<Fault>,
+    groups: Vec<Group>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+enum ApiVersion {
+    #[serde(rename = "dracheck.io/v1alpha1")]
+    V1alpha1,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+enum Kind {
+    MockInventory,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Group {
+    nodes: Vec<String>,
+    devices: Vec<DeviceSpec>,
+}
+
+/// One device as the inventory describes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    name: Spanned<DeviceName>,
+    #[serde(default)]
+    attributes: BTreeMap<QualifiedName, Attribute>,
+    #[serde(default)]
+    capacity: BTreeMap<QualifiedName, Quantity>,
+}
+
+/// A typed attribute, written like the API's DeviceAttribute: `{ int: 3 }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum Attribute {
+    String(ShortString),
+    Int(i64),
+    Bool(bool),
+    Version(SemVer),
+}
+
+macro_rules! validated_string {
+    ($(#[$doc:meta])* $name:ident, $check:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub String);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                let check: fn(&str) -> Result<(), String> = $check;
+                check(&s).map_err(de::Error::custom)?;
+                Ok($name(s))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+validated_string!(
+    /// A DNS label, as the API requires of device names.
+    DeviceName,
+    |s| {
+        let ok = !s.is_empty()
+            && s.len() <= 63
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-');
+        if ok { Ok(()) } else { Err(format!("{s:?} is not a valid device name (a DNS label: a-z, 0-9 and '-', at most 63)")) }
+    }
+);
+
+validated_string!(
+    /// An attribute or capacity name: a C identifier of at most 32 characters, optionally
+    /// prefixed by a domain (`gpu.example.com/model`).
+    QualifiedName,
+    |s| {
+        let (domain, id) = s.rsplit_once('/').map_or((None, s), |(d, i)| (Some(d), i));
+        let id_ok = !id.is_empty()
+            && id.len() <= 32
+            && id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let domain_ok = domain.is_none_or(|d| {
+            !d.is_empty() && d.len() <= 63 && d.split('.').all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        });
+        if id_ok && domain_ok {
+            Ok(())
+        } else {
+            Err(format!("{s:?} is not a valid attribute or capacity name (a C identifier of at most 32 characters, optionally prefixed by a DNS domain and '/')"))
+        }
+    }
+);
+
+validated_string!(
+    /// A string attribute value: the API allows at most 64 characters.
+    ShortString,
+    |s| if s.chars().count() <= 64 { Ok(()) } else { Err(format!("string attribute values have at most 64 characters, got {}", s.chars().count())) }
+);
+
+validated_string!(
+    /// A semantic version 2.0.0 (`1.2.3`, `1.2.3-rc.1+build`), as version attributes require.
+    SemVer,
+    |s| {
+        let core = s.split(['-', '+']).next().unwrap_or("");
+        let parts: Vec<&str> = core.split('.').collect();
+        let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && (p.len() == 1 || !p.starts_with('0'));
+        if parts.len() == 3 && parts.iter().all(numeric) && s.len() <= 64 {
+            Ok(())
+        } else {
+            Err(format!("{s:?} is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.2.3)"))
+        }
+    }
+);
+
+/// A resource quantity (`40Gi`, `500m`, `4`), kept as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quantity(pub String);
+
+impl<'de> Deserialize<'de> for Quantity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Quantity, D::Error> {
+        // YAML reads `4` as a number; a quantity may be written either way.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        let s = match Raw::deserialize(d)? {
+            Raw::Int(n) => n.to_string(),
+            Raw::Text(s) => s,
+        };
+        if valid_quantity(&s) {
+            Ok(Quantity(s))
+        } else {
+            Err(de::Error::custom(format!(
+                "{s:?} is not a quantity (a number with an optional suffix such as Ki, Mi, Gi, k, M, G or m)"
+            )))
+        }
+    }
+}
+
+fn valid_quantity(s: &str) -> bool {
+    let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let split = unsigned.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(split);
+    let number_ok = number.bytes().any(|b| b.is_ascii_digit()) && number.matches('.').count() <= 1;
+    let suffix_ok = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E"]
+        .contains(&suffix)
+        || suffix.strip_prefix(['e', 'E']).is_some_and(|exp| {
+            let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
+            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+        });
+    number_ok && suffix_ok
+}
+
+impl DeviceSpec {
+    pub fn name(&self) -> &str {
+        &self.name.value.0
+    }
+
+    pub fn attribute(&self, name: &str) -> Option<&Attribute> {
+        self.attributes.get(&QualifiedName(name.to_string()))
+    }
+
+    /// The device as a ResourceSlice publishes it.
+    pub fn to_device(&self) -> Device {
+        let mut b = dracheck_objects::device(self.name());
+        for (name, value) in &self.attributes {
+            b = match value {
+                Attribute::String(s) => b.string(&name.0, &s.0),
+                Attribute::Int(i) => b.int(&name.0, *i),
+                Attribute::Bool(v) => b.bool(&name.0, *v),
+                Attribute::Version(v) => b.version(&name.0, &v.0),
+            };
+        }
+        for (name, quantity) in &self.capacity {
+            b = b.capacity(&name.0, &quantity.0);
+        }
+        b.build()
+    }
+}
+
+/// A parsed, validated inventory file.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    path: PathBuf,
+    faults: Vec<Fault>,
+    groups: Vec<Group>,
+}
+
+impl Inventory {
+    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| InventoryError::Read { path: path.to_path_buf(), source })?;
+        Inventory::parse(path, &text)
+    }
+
+    /// Parses `text`; `path` is only used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Inventory, InventoryError> {
+        let mut field = None;
+        let parsed = serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize::<_, InventoryFile>(de).map_err(|e| {
+                field = Some(e.path().to_string());
+                e.into_inner()
+            })
+        });
+        let file = parsed.map_err(|e| {
+            let location = e.location();
+            InventoryError::Invalid {
+                path: path.to_path_buf(),
+                line: location.map_or(0, |l| l.line()),
+                column: location.map_or(0, |l| l.column()),
+                // `Spanned` names adds a `.value` step that is no field of the file.
+                field: field
+                    .filter(|f| f != ".")
+                    .map(|f| f.strip_suffix(".value").map(str::to_string).unwrap_or(f))
+                    .unwrap_or_else(|| "(document)".into()),
+                message: first_line(&e.without_snippet().to_string()),
+            }
+        })?;
+        let inventory = Inventory { path: path.to_path_buf(), faults: file.faults, groups: file.groups };
+        inventory.validate()?;
+        Ok(inventory)
+    }
+
+    fn validate(&self) -> Result<(), InventoryError> {
+        let mut node_group: HashMap<&str, usize> = HashMap::new();
+        for (g, group) in self.groups.iter().enumerate() {
+            if group.nodes.is_empty() {
+                return Err(InventoryError::NoNodes { path: self.path.clone(), field: format!("groups[{g}].nodes") });
+            }
+            for (n, node) in group.nodes.iter().enumerate() {
+                if node_group.insert(node, g).is_some() {
+                    return Err(InventoryError::AmbiguousNode {
+                        path: self.path.clone(),
+                        field: format!("groups[{g}].nodes[{n}]"),
+                        node: node.clone(),
+                    });
+                }
+            }
+            let mut seen: HashMap<&str, u64> = HashMap::new();
+            for (d, device) in group.devices.iter().enumerate() {
+                let line = device.name.referenced.line();
+                if let Some(first_line) = seen.insert(device.name(), line) {
+                    return Err(InventoryError::DuplicateDevice {
+                        path: self.path.clone(),
+                        line,
+                        first_line,
+                        field: format!("groups[{g}].devices[{d}].name"),
+                        device: device.name().to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The faults the file switches on.
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+
+    /// The devices of `node`: its own group's, else the `*` group's.
+    pub fn devices_for(&self, node: &str) -> Result<&[DeviceSpec], InventoryError> {
+        let names = |name: &str| self.groups.iter().find(|g| g.nodes.iter().any(|n| n == name));
+        names(node)
+            .or_else(|| names(ANY_NODE))
+            .map(|g| g.devices.as_slice())
+            .ok_or_else(|| InventoryError::NodeMissing { path: self.path.clone(), node: node.to_string() })
+    }
+}
+
+/// serde-saphyr appends the location (which we report as fields) and a snippet on later
+/// lines; one line of message is what fits in a paragraph.
+fn first_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or(message).trim();
+    line.split(" at line ").next().unwrap_or(line).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\n";
+
+    fn parse(body: &str) -> Result<Inventory, InventoryError> {
+        Inventory::parse(Path::new("inv.yaml"), &format!("{HEAD}{body}"))
+    }
+
+    #[test]
+    fn the_shipped_example_parses_with_four_gpus_of_two_models() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/default.yaml");
+        let inv = Inventory::load(&path).unwrap();
+        let devices = inv.devices_for("any-node").unwrap();
+        assert_eq!(devices.len(), 4);
+        let models: std::collections::BTreeSet<_> = devices
+            .iter()
+            .map(|d| match d.attribute("model") {
+                Some(Attribute::String(s)) => s.0.clone(),
+                other => panic!("model is a string attribute, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(models.len(), 2);
+        let published = devices[0].to_device();
+        assert!(published.capacity.unwrap().contains_key("memory"));
+        let attrs = published.attributes.unwrap();
+        assert!(attrs["index"].int.is_some());
+        assert!(attrs["driverVersion"].version.is_some());
+    }
+
+    #[test]
+    fn typed_attributes_and_quantities_become_api_values() {
+        let inv = parse(
+            "groups:\n- nodes: [a]\n  devices:\n  - name: d0\n    attributes:\n      s: {string: x}\n      i: {int: 7}\n      \
+             b: {bool: true}\n      v: {version: 1.2.3}\n    capacity:\n      memory: 40Gi\n      slots: 4\n",
+        )
+        .unwrap();
+        let d = inv.devices_for("a").unwrap()[0].to_device();
+        let a = d.attributes.unwrap();
+        assert_eq!(a["s"].string.as_deref(), Some("x"));
+        assert_eq!(a["i"].int, Some(7));
+        assert_eq!(a["b"].bool, Some(true));
+        assert_eq!(a["v"].version.as_deref(), Some("1.2.3"));
+        let c = d.capacity.unwrap();
+        assert_eq!(c["memory"].value.0, "40Gi");
+        assert_eq!(c["slots"].value.0, "4");
+    }
+
+    #[test]
+    fn explicit_nodes_win_over_the_wildcard() {
+        let inv = parse(
+            "groups:\n- nodes: [\"*\"]\n  devices: [{name: a}]\n- nodes: [big]\n  devices: [{name: a}, {name: b}]\n",
+        )
+        .unwrap();
+        assert_eq!(inv.devices_for("big").unwrap().len(), 2);
+        assert_eq!(inv.devices_for("small").unwrap().len(), 1);
+        let only = parse("groups:\n- nodes: [big]\n  devices: [{name: a}]\n").unwrap();
+        let missing = only.devices_for("small").unwrap_err().to_string();
+        assert!(missing.contains("\"small\""), "{missing}");
+    }
+
+    #[test]
+    fn an_unknown_field_names_file_line_and_field() {
+        let e = parse("groups:\n- nodes: [a]\n  devices:\n  - name: d0\n    colour: red\n").unwrap_err();
+        let InventoryError::Invalid { line, field, message, .. } = &e else { panic!("{e}") };
+        assert_eq!(*line, 7, "{e}");
+        assert!(field.starts_with("groups[0].devices[0]"), "{e}");
+        assert!(message.contains("colour"), "{e}");
+        assert!(e.to_string().contains("inv.yaml"), "{e}");
+    }
+
+    #[test]
+    fn a_wrongly_typed_value_names_its_field() {
+        let e = parse("groups:\n- nodes: [a]\n  devices:\n  - name: d0\n    attributes:\n      index: {int: many}\n")
+            .unwrap_err();
+        let InventoryError::Invalid { line, field, .. } = &e else { panic!("{e}") };
+        assert_eq!(*line, 8, "{e}");
+        assert!(field.contains("attributes.index"), "{e}");
+        let bad_version =
+            parse("groups:\n- nodes: [a]\n  devices:\n  - name: d0\n    attributes:\n      v: {version: \"1.2\"}\n")
+                .unwrap_err()
+                .to_string();
+        assert!(bad_version.contains("semantic version"), "{bad_version}");
+        let bad_quantity =
+            parse("groups:\n- nodes: [a]\n  devices:\n  - name: d0\n    capacity:\n      memory: lots\n").unwrap_err();
+        assert!(bad_quantity.to_string().contains("not a quantity"), "{bad_quantity}");
+    }
+
+    #[test]
+    fn a_wrong_kind_or_version_is_rejected() {
+        let e = Inventory::parse(Path::new("x.yaml"), "apiVersion: v1\nkind: MockInventory\ngroups: []\n").unwrap_err();
+        assert!(e.to_string().contains("apiVersion"), "{e}");
+        let e = Inventory::parse(Path::new("x.yaml"), &format!("{HEAD}groups: []\nfaults: [explode]\n")).unwrap_err();
+        assert!(e.to_string().contains("unknown fault"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_devices_and_ambiguous_nodes_are_rejected() {
+        let e = parse("groups:\n- nodes: [a]\n  devices:\n  - name: d0\n  - name: d1\n  - name: d0\n").unwrap_err();
+        let InventoryError::DuplicateDevice { line, first_line, device, .. } = &e else { panic!("{e}") };
+        assert_eq!((*line, *first_line, device.as_str()), (8, 6, "d0"), "{e}");
+        let e = parse("groups:\n- nodes: [a]\n  devices: []\n- nodes: [a]\n  devices: []\n").unwrap_err();
+        assert!(matches!(e, InventoryError::AmbiguousNode { .. }), "{e}");
+    }
+
+    #[test]
+    fn faults_in_the_file_are_read() {
+        let inv = parse("faults: [hang-prepare, \"fail-prepare=2\"]\ngroups: []\n").unwrap();
+        assert_eq!(inv.faults(), [Fault::HangPrepare, Fault::FailPrepare(2)]);
+    }
+
+    #[test]
+    fn quantities() {
+        for ok in ["1", "40Gi", "500m", "1.5", "1e3", "-2", "0.5Ki"] {
+            assert!(valid_quantity(ok), "{ok}");
+        }
+        for bad in ["", "Gi", "40GB", "1..2", "1e", "x1"] {
+            assert!(!valid_quantity(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The DRAPlugin service: prepare and unprepare claims. One implementation serves both the
+//! v1 and the wire-identical v1beta1 service.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dracheck_kubelet_api::{dra_v1, dra_v1beta1, rewire};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::Api;
+use tokio::sync::{Mutex, watch};
+use tonic::{Request, Response, Status};
+
+use crate::checkpoint::{Checkpoint, CheckpointFile, PreparedClaim, PreparedDevice};
+use crate::faults::Faults;
+use crate::inventory::DeviceSpec;
+use crate::{cdi, log};
+
+/// Everything prepare and unprepare need besides their mutable state.
+pub struct Context {
+    pub driver: String,
+    pub node: String,
+    pub cdi_dir: PathBuf,
+    pub checkpoint: CheckpointFile,
+    pub client: kube::Client,
+    pub devices: watch::Receiver<Arc<Vec<DeviceSpec>>>,
+    pub faults: Arc<Faults>,
+}
+
+pub struct Plugin {
+    ctx: Context,
+    /// Held for a whole call: calls are serialized, as the upstream helper does by default,
+    /// so that the checkpoint never sees two writers.
+    state: Mutex<State>,
+}
+
+struct State {
+    checkpoint: Checkpoint,
+    prepare_calls: u32,
+}
+
+impl Plugin {
+    pub fn new(ctx: Context, checkpoint: Checkpoint) -> Arc<Plugin> {
+        Arc::new(Plugin { ctx, state: Mutex::new(State { checkpoint, prepare_calls: 0 }) })
+    }
+
+    pub async fn prepare(
+        &self,
+        request: dra_v1::NodePrepareResourcesRequest,
+    ) -> Result<dra_v1::NodePrepareResourcesResponse, Status> {
+        let faults = &self.ctx.faults;
+        let claims: Vec<String> =
+            request.claims.iter().map(|c| format!("{}/{} ({})", c.namespace, c.name, c.uid)).collect();
+        if faults.exit_on_prepare {
+            log!("NodePrepareResources {}: fault exit-on-prepare, exiting", claims.join(", "));
+            std::process::exit(1);
+        }
+        if faults.hang_prepare {
+            log!("NodePrepareResources {}: fault hang-prepare, never answering", claims.join(", "));
+            std::future::pending::<()>().await;
+        }
+        let mut state = self.state.lock().await;
+        state.prepare_calls += 1;
+        let call = state.prepare_calls;
+        if call <= faults.fail_prepare {
+            log!(
+                "NodePrepareResources {}: fault fail-prepare, failing call {call} of {}",
+                claims.join(", "),
+                faults.fail_prepare
+            );
+            return Err(Status::unavailable(format!(
+                "fault fail-prepare={}: call {call} fails on purpose",
+                faults.fail_prepare
+            )));
+        }
+        let mut answers = HashMap::new();
+        for claim in &request.claims {
+            let answer = match self.prepare_claim(&mut state, claim, call).await {
+                Ok(prepared) => {
+                    let ids: Vec<String> = prepared.iter().flat_map(|d| d.cdi_device_ids.clone()).collect();
+                    log!(
+                        "NodePrepareResources {}/{} ({}): prepared [{}]",
+                        claim.namespace,
+                        claim.name,
+                        claim.uid,
+                        ids.join(", ")
+                    );
+                    dra_v1::NodePrepareResourceResponse { devices: prepared, error: String::new() }
+                }
+                Err(error) => {
+                    log!("NodePrepareResources {}/{} ({}): error: {error}", claim.namespace, claim.name, claim.uid);
+                    dra_v1::NodePrepareResourceResponse { devices: Vec::new(), error }
+                }
+            };
+            answers.insert(claim.uid.clone(), answer);
+        }
+        Ok(dra_v1::NodePrepareResourcesResponse { claims: answers })
+    }
+
+    async fn prepare_claim(
+        &self,
+        state: &mut State,
+        claim: &dra_v1::Claim,
+        call: u32,
+    ) -> Result<Vec<dra_v1::Device>, String> {
+        let ctx = &self.ctx;
+        let faults = &ctx.faults;
+        if !faults.non_idempotent_prepare
+            && let Some(prepared) = state.checkpoint.claims.get(&claim.uid)
+        {
+            // The spec may be gone (a tmpfs CDI dir after a reboot); the answer must resolve.
+            if !faults.cdi_without_spec {
+                cdi::write(&ctx.cdi_dir, prepared).map_err(|e| format!("writing the CDI spec: {e}"))?;
+            }
+            return Ok(prepared.response());
+        }
+        let who = format!("ResourceClaim {}/{}", claim.namespace, claim.name);
+        let object = Api::<ResourceClaim>::namespaced(ctx.client.clone(), &claim.namespace)
+            .get_opt(&claim.name)
+            .await
+            .map_err(|e| format!("reading {who}: {e}"))?
+            .ok_or_else(|| format!("{who} does not exist"))?;
+        let uid = object.metadata.uid.as_deref().unwrap_or_default();
+        if uid != claim.uid {
+            return Err(format!(
+                "{who} has UID {uid}, not {} as asked: the claim was deleted and created again",
+                claim.uid
+            ));
+        }
+        let results = object
+            .status
+            .and_then(|s| s.allocation)
+            .ok_or_else(|| format!("{who} is not allocated"))?
+            .devices
+            .and_then(|d| d.results)
+            .unwrap_or_default();
+        let ours: Vec<_> = results.into_iter().filter(|r| r.driver == ctx.driver).collect();
+        if ours.is_empty() {
+            return Err(format!("{who} has no device allocated by driver {}", ctx.driver));
+        }
+        if let Some(foreign) = ours.iter().find(|r| r.pool != ctx.node) {
+            return Err(format!(
+                "{who} is allocated device {} of node {} (pool {}), but this plugin serves node {}",
+                foreign.device, foreign.pool, foreign.pool, ctx.node
+            ));
+        }
+        let inventory = ctx.devices.borrow().clone();
+        let mut devices: Vec<PreparedDevice> = Vec::new();
+        for result in ours {
+            if let Some(seen) = devices.iter_mut().find(|d| d.device == result.device) {
+                seen.request_names.push(result.request);
+                continue;
+            }
+            let env_index = inventory.iter().position(|d| d.name() == result.device).ok_or_else(|| {
+                format!("{who} is allocated device {}, which node {} does not have", result.device, ctx.node)
+            })?;
+            let cdi_name = if faults.non_idempotent_prepare {
+                format!("{}-{}-call{call}", claim.uid, result.device)
+            } else {
+                format!("{}-{}", claim.uid, result.device)
+            };
+            devices.push(PreparedDevice {
+                request_names: vec![result.request],
+                pool: result.pool,
+                device: result.device,
+                cdi_name,
+                env_index,
+            });
+        }
+        let prepared = PreparedClaim {
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            uid: claim.uid.clone(),
+            devices,
+        };
+        // Checkpoint first: a crash before the spec is written leaves an entry whose spec the
+        // next prepare rewrites and whose unprepare still cleans up.
+        state.checkpoint.claims.insert(claim.uid.clone(), prepared.clone());
+        if let Err(e) = ctx.checkpoint.save(&state.checkpoint) {
+            state.checkpoint.claims.remove(&claim.uid);
+            return Err(format!("saving the checkpoint {}: {e}", ctx.checkpoint.path().display()));
+        }
+        if !faults.cdi_without_spec {
+            cdi::write(&ctx.cdi_dir, &prepared).map_err(|e| format!("writing the CDI spec: {e}"))?;
+        }
+        Ok(prepared.response())
+    }
+
+    pub async fn unprepare(
+        &self,
+        request: dra_v1::NodeUnprepareResourcesRequest,
+    ) -> Result<dra_v1::NodeUnprepareResourcesResponse, Status> {
+        let mut state = self.state.lock().await;
+        let mut answers = HashMap::new();
+        for claim in &request.claims {
+            let error = match self.unprepare_claim(&mut state, claim) {
+                Ok(true) => {
+                    log!("NodeUnprepareResources {}/{} ({}): unprepared", claim.namespace, claim.name, claim.uid);
+                    String::new()
+                }
+                Ok(false) => {
+                    log!(
+                        "NodeUnprepareResources {}/{} ({}): not prepared here, nothing to do",
+                        claim.namespace,
+                        claim.name,
+                        claim.uid
+                    );
+                    String::new()
+                }
+                Err(error) => {
+                    log!("NodeUnprepareResources {}/{} ({}): error: {error}", claim.namespace, claim.name, claim.uid);
+                    error
+                }
+            };
+            answers.insert(claim.uid.clone(), dra_v1::NodeUnprepareResourceResponse { error });
+        }
+        Ok(dra_v1::NodeUnprepareResourcesResponse { claims: answers })
+    }
+
+    /// `Ok(false)`: the claim was not prepared by this plugin, which is not an error.
+    fn unprepare_claim(&self, state: &mut State, claim: &dra_v1::Claim) -> Result<bool, String> {
+        let ctx = &self.ctx;
+        if ctx.faults.never_unprepare {
+            return Err("fault never-unprepare: unprepare always fails".into());
+        }
+        // Only what the checkpoint records is undone: without it the plugin cannot know what
+        // a claim's preparation touched.
+        let Some(prepared) = state.checkpoint.claims.remove(&claim.uid) else {
+            return Ok(false);
+        };
+        let undo = cdi::remove(&ctx.cdi_dir, &claim.uid)
+            .map_err(|e| format!("removing the CDI spec: {e}"))
+            .and_then(|()| ctx.checkpoint.save(&state.checkpoint).map_err(|e| format!("saving the checkpoint: {e}")));
+        if let Err(e) = undo {
+            state.checkpoint.claims.insert(claim.uid.clone(), prepared);
+            return Err(e);
+        }
+        Ok(true)
+    }
+}
+
+fn internal(e: prost::DecodeError) -> Status {
+    Status::internal(format!("converting between v1 and v1beta1 messages: {e}"))
+}
+
+/// `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin`.
+pub struct V1(pub Arc<Plugin>);
+
+#[tonic::async_trait]
+impl dra_v1::dra_plugin_server::DraPlugin for V1 {
+    async fn node_prepare_resources(
+        &self,
+        request: Request<dra_v1::NodePrepareResourcesRequest>,
+    ) -> Result<Response<dra_v1::NodePrepareResourcesResponse>, Status> {
+        self.0.prepare(request.into_inner()).await.map(Response::new)
+    }
+
+    async fn node_unprepare_resources(
+        &self,
+        request: Request<dra_v1::NodeUnprepareResourcesRequest>,
+    ) -> Result<Response<dra_v1::NodeUnprepareResourcesResponse>, Status> {
+        self.0.unprepare(request.into_inner()).await.map(Response::new)
+    }
+}
+
+/// `k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin`, for kubelets that fall back to it.
+pub struct V1beta1(pub Arc<Plugin>);
+
+#[tonic::async_trait]
+impl dra_v1beta1::dra_plugin_server::DraPlugin for V1beta1 {
+    async fn node_prepare_resources(
+        &self,
+        request: Request<dra_v1beta1::NodePrepareResourcesRequest>,
+    ) -> Result<Response<dra_v1beta1::NodePrepareResourcesResponse>, Status> {
+        let answer = self.0.prepare(rewire(&request.into_inner()).map_err(internal)?).await?;
+        rewire(&answer).map(Response::new).map_err(internal)
+    }
+
+    async fn node_unprepare_resources(
+        &self,
+        request: Request<dra_v1beta1::NodeUnprepareResourcesRequest>,
+    ) -> Result<Response<dra_v1beta1::NodeUnprepareResourcesResponse>, Status> {
+        let answer = self.0.unprepare(rewire(&request.into_inner()).map_err(internal)?).await?;
+        rewire(&answer).map(Response::new).map_err(internal)
+    }
+}

@@ -1,0 +1,45 @@
+//! Follows the inventory file, so that editing it re-publishes the slices (with a new pool
+//! generation) without a restart. A broken edit is logged and ignored: the driver keeps
+//! publishing the last good inventory rather than dropping its devices.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::inventory::{DeviceSpec, Inventory};
+use crate::log;
+
+/// Polling, not inotify: it also sees files replaced through symlinks (ConfigMap mounts).
+const POLL: Duration = Duration::from_secs(1);
+
+pub async fn follow(
+    path: PathBuf,
+    node: String,
+    devices: watch::Sender<Arc<Vec<DeviceSpec>>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut last = std::fs::read(&path).ok();
+    let mut tick = tokio::time::interval(POLL);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => {}
+        }
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        if last.as_ref() == Some(&bytes) {
+            continue;
+        }
+        let parsed = Inventory::parse(&path, &String::from_utf8_lossy(&bytes))
+            .and_then(|inventory| inventory.devices_for(&node).map(<[DeviceSpec]>::to_vec));
+        last = Some(bytes);
+        match parsed {
+            Ok(now) => {
+                log!("inventory {} changed: {} device(s) for node {node}", path.display(), now.len());
+                devices.send_replace(Arc::new(now));
+            }
+            Err(e) => log!("error: the changed inventory is not used, the previous one stays: {e}"),
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! ResourceSlices: this node's pool as the inventory describes it, kept published. Kubelet
+//! wipes a node's slices when it starts and after a plugin unregisters, and people delete or
+//! edit slices, so publishing is a reconcile loop, not a one-off create.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt as _, StreamExt as _};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, ResourceSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::faults::Faults;
+use crate::inventory::{Attribute, DeviceSpec};
+use crate::log;
+
+/// The API's limit of devices in one slice; larger pools are split.
+pub const MAX_DEVICES_PER_SLICE: usize = 128;
+const FIELD_MANAGER: &str = "dracheck-mock-driver";
+/// A full comparison now and then, in case a watch event was missed.
+const RESYNC: Duration = Duration::from_secs(30);
+const RETRY: Duration = Duration::from_secs(1);
+
+/// The devices as published: the inventory's, bent by `wrong-attribute` faults. With no
+/// faults this is the oracle of what the slices must hold.
+pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Device> {
+    inventory
+        .iter()
+        .map(|spec| {
+            let mut device = spec.to_device();
+            for (name, value) in &faults.wrong_attributes {
+                // Keep the inventory's type where the value allows it, so that the slice stays
+                // valid and only the value is wrong.
+                let attr = match spec.attribute(name) {
+                    Some(Attribute::Int(_)) if value.parse::<i64>().is_ok() => {
+                        DeviceAttribute { int: value.parse().ok(), ..DeviceAttribute::default() }
+                    }
+                    Some(Attribute::Bool(_)) if value.parse::<bool>().is_ok() => {
+                        DeviceAttribute { bool: value.parse().ok(), ..DeviceAttribute::default() }
+                    }
+                    Some(Attribute::Version(_)) => {
+                        DeviceAttribute { version: Some(value.clone()), ..DeviceAttribute::default() }
+                    }
+                    _ => DeviceAttribute { string: Some(value.clone()), ..DeviceAttribute::default() },
+                };
+                device.attributes.get_or_insert_default().insert(name.clone(), attr);
+            }
+            device
+        })
+        .collect()
+}
+
+/// The controller ownerRef to the Node, so that the garbage collector removes the slices with
+/// the Node, as the upstream helper sets it.
+fn owner(node: &Node) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: node.metadata.name.clone()?,
+        uid: node.metadata.uid.clone()?,
+        controller: Some(true),
+        block_owner_deletion: None,
+    })
+}
+
+/// The slices of `node`'s pool at `generation`: one per [`MAX_DEVICES_PER_SLICE`] devices.
+pub fn desired(
+    driver: &str,
+    node: &str,
+    owner: Option<&OwnerReference>,
+    devices: &[Device],
+    generation: i64,
+) -> Vec<ResourceSlice> {
+    let chunks: Vec<&[Device]> =
+        if devices.is_empty() { vec![&[]] } else { devices.chunks(MAX_DEVICES_PER_SLICE).collect() };
+    let count = chunks.len();
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let uid = owner.map_or("", |o| o.uid.as_str());
+            let mut slice = dracheck_objects::resource_slice(driver, node, uid, chunk.to_vec());
+            if count > 1 {
+                let name = slice.metadata.name.take().unwrap_or_default();
+                slice.metadata.name = Some(format!("{name}-{i}"));
+            }
+            if owner.is_none() {
+                slice.metadata.owner_references = None;
+            }
+            slice.spec.pool.generation = generation;
+            slice.spec.pool.resource_slice_count = count as i64;
+            slice
+        })
+        .collect()
+}
+
+/// What of a slice this driver decides.
+fn view(slice: &ResourceSlice) -> Value {
+    serde_json::json!({
+        "labels": slice.metadata.labels,
+        "ownerReferences": slice.metadata.owner_references,
+        "spec": slice.spec,
+    })
+}
+
+/// Whether `have` holds everything of `want`; the server may add defaults.
+fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (_, Value::Null) => true,
+        (Value::Object(h), Value::Object(w)) => w.iter().all(|(k, v)| contains(h.get(k).unwrap_or(&Value::Null), v)),
+        (Value::Array(h), Value::Array(w)) => h.len() == w.len() && h.iter().zip(w).all(|(h, w)| contains(h, w)),
+        _ => have == want,
+    }
+}
+
+#[derive(Default)]
+struct Pool {
+    /// 0 until the pool is known.
+    generation: i64,
+    /// Per slice name: what we applied and what the server answered, because the server
+    /// normalizes (quantities) and an echo that is still there is in sync.
+    written: HashMap<String, (Value, Value)>,
+}
+
+impl Pool {
+    fn in_sync(&self, want: &ResourceSlice, have: &ResourceSlice) -> bool {
+        let (want_view, have_view) = (view(want), view(have));
+        let name = want.metadata.name.as_deref().unwrap_or_default();
+        contains(&have_view, &want_view)
+            || self.written.get(name).is_some_and(|(applied, echo)| applied == &want_view && echo == &have_view)
+    }
+}
+
+pub struct Publisher {
+    slices: Api<ResourceSlice>,
+    nodes: Api<Node>,
+    driver: String,
+    node: String,
+    faults: Arc<Faults>,
+    devices: watch::Receiver<Arc<Vec<DeviceSpec>>>,
+    pools: HashMap<String, Pool>,
+    last_error: Option<String>,
+}
+
+impl Publisher {
+    pub fn new(
+        client: kube::Client,
+        driver: String,
+        node: String,
+        faults: Arc<Faults>,
+        devices: watch::Receiver<Arc<Vec<DeviceSpec>>>,
+    ) -> Publisher {
+        Publisher {
+            slices: Api::all(client.clone()),
+            nodes: Api::all(client),
+            driver,
+            node,
+            faults,
+            devices,
+            pools: HashMap::new(),
+            last_error: None,
+        }
+    }
+
+    fn selector(&self, node: &str) -> String {
+        format!("spec.driver={},spec.nodeName={node}", self.driver)
+    }
+
+    /// Reconciles until `stop` turns true, then hands itself back for the exit clean-up.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Publisher {
+        let config = watcher::Config::default().fields(&self.selector(&self.node));
+        let mut events = watcher(self.slices.clone(), config).default_backoff().boxed();
+        let mut resync = tokio::time::interval(RESYNC);
+        let mut retry_at: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                changed = self.devices.changed() => if changed.is_err() { break },
+                event = events.next() => match event {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        self.report(format!("watching ResourceSlices failed (retrying): {e}"));
+                        continue;
+                    }
+                    None => break,
+                },
+                _ = resync.tick() => {}
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
+            }
+            // One reconcile answers every event that is already queued.
+            while let Some(Some(_)) = events.next().now_or_never() {}
+            retry_at = match self.reconcile().await {
+                Ok(()) => {
+                    self.last_error = None;
+                    None
+                }
+                Err(e) => {
+                    self.report(e);
+                    Some(Instant::now() + RETRY)
+                }
+            };
+        }
+        self
+    }
+
+    /// Logs a problem once, not on every retry.
+    fn report(&mut self, error: String) {
+        if self.last_error.as_ref() != Some(&error) {
+            log!("ResourceSlices: {error}");
+            self.last_error = Some(error);
+        }
+    }
+
+    async fn reconcile(&mut self) -> Result<(), String> {
+        let devices = published_devices(&self.devices.borrow().clone(), &self.faults);
+        let node = self.nodes.get_opt(&self.node).await.map_err(|e| format!("reading Node {}: {e}", self.node))?;
+        let Some(node) = node else {
+            return Err(format!("Node {} does not exist yet; waiting for it before publishing", self.node));
+        };
+        let own = owner(&node);
+        self.reconcile_pool(&self.node.clone(), own.as_ref(), &devices).await?;
+        for foreign in self.faults.foreign_slices.clone() {
+            let owner = self.nodes.get_opt(&foreign).await.ok().flatten().as_ref().and_then(owner);
+            self.reconcile_pool(&foreign, owner.as_ref(), &devices).await?;
+        }
+        Ok(())
+    }
+
+    async fn live(&self, node: &str) -> Result<Vec<ResourceSlice>, String> {
+        let list = self
+            .slices
+            .list(&ListParams::default().fields(&self.selector(node)))
+            .await
+            .map_err(|e| format!("listing the slices of node {node}: {e}"))?;
+        Ok(list.items.into_iter().filter(|s| s.spec.pool.name == node).collect())
+    }
+
+    async fn reconcile_pool(
+        &mut self,
+        node: &str,
+        owner: Option<&OwnerReference>,
+        devices: &[Device],
+    ) -> Result<(), String> {
+        let live = self.live(node).await?;
+        let live_generation = live.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
+        let pool = self.pools.entry(node.to_string()).or_default();
+        if pool.generation == 0 {
+            pool.generation = live_generation;
+        }
+        let current = desired(&self.driver, node, owner, devices, pool.generation);
+        let in_sync = pool.generation > 0
+            && live.len() == current.len()
+            && current.iter().all(|want| {
+                live.iter()
+                    .find(|have| have.metadata.name == want.metadata.name)
+                    .is_some_and(|have| pool.in_sync(want, have))
+            });
+        if in_sync {
+            return Ok(());
+        }
+        // Any change bumps the generation of every slice of the pool, so consumers can tell
+        // the new set from the old one.
+        let generation = pool.generation.max(live_generation) + 1;
+        let next = desired(&self.driver, node, owner, devices, generation);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mut written = HashMap::new();
+        for slice in &next {
+            let name = slice.metadata.name.clone().unwrap_or_default();
+            let echo = self
+                .slices
+                .patch(&name, &params, &Patch::Apply(slice))
+                .await
+                .map_err(|e| format!("publishing ResourceSlice {name}: {e}"))?;
+            written.insert(name, (view(slice), view(&echo)));
+        }
+        for stale in live.iter().filter_map(|s| s.metadata.name.as_ref()).filter(|n| !written.contains_key(*n)) {
+            self.delete(stale).await?;
+        }
+        log!(
+            "ResourceSlices: published pool {node} generation {generation}: {} slice(s), {} device(s)",
+            next.len(),
+            devices.len()
+        );
+        let pool = self.pools.entry(node.to_string()).or_default();
+        pool.generation = generation;
+        pool.written = written;
+        Ok(())
+    }
+
+    async fn delete(&self, name: &str) -> Result<(), String> {
+        match self.slices.delete(name, &DeleteParams::default()).await {
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(format!("deleting ResourceSlice {name}: {e}")),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// Deletes the slices of every pool this plugin publishes.
+    pub async fn remove_all(&self) {
+        let pools = std::iter::once(self.node.clone()).chain(self.faults.foreign_slices.iter().cloned());
+        for node in pools {
+            let result = async {
+                for slice in self.live(&node).await? {
+                    self.delete(slice.metadata.name.as_deref().unwrap_or_default()).await?;
+                }
+                Ok::<_, String>(())
+            };
+            match result.await {
+                Ok(()) => log!("ResourceSlices: removed pool {node}"),
+                Err(e) => log!("ResourceSlices: error: removing pool {node}: {e}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_pools_are_split_and_every_slice_counts_them_all() {
+        let devices: Vec<Device> = (0..300).map(|i| dracheck_objects::device(&format!("d{i}")).build()).collect();
+        let slices = desired("drv.io", "n1", None, &devices, 4);
+        assert_eq!(slices.len(), 3);
+        for s in &slices {
+            assert_eq!((s.spec.pool.generation, s.spec.pool.resource_slice_count), (4, 3));
+            assert_eq!(s.spec.pool.name, "n1");
+            assert!(s.metadata.owner_references.is_none());
+        }
+        assert_eq!(slices[2].spec.devices.as_ref().unwrap().len(), 300 - 2 * MAX_DEVICES_PER_SLICE);
+        assert_ne!(slices[0].metadata.name, slices[1].metadata.name);
+    }
+
+    #[test]
+    fn server_defaults_do_not_count_as_drift() {
+        let want = serde_json::json!({"spec": {"a": 1, "list": [{"x": 1}]}, "labels": null});
+        let have = serde_json::json!({"spec": {"a": 1, "b": 2, "list": [{"x": 1, "y": 0}]}, "labels": {"l": "v"}});
+        assert!(contains(&have, &want));
+        assert!(!contains(&serde_json::json!({"spec": {"a": 2, "list": [{"x": 1}]}}), &want));
+        assert!(!contains(&serde_json::json!({"spec": {"a": 1, "list": []}}), &want));
+    }
+}

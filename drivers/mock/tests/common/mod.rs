@@ -1,0 +1,308 @@
+//! Test harness shared by the integration tests: one local cluster per test binary (only for
+//! the API objects; nothing is scheduled), the mock driver as a child process, and a client
+//! that plays kubelet over the driver's sockets.
+#![allow(dead_code)] // Each test binary uses its own part of the harness.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dracheck_clusters::{LocalCluster, LocalClusterOptions};
+use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
+use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo};
+use dracheck_kubelet_api::{connect_unix, dra_v1};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use libtest_mimic::{Arguments, Failed, Trial};
+use tonic::transport::Channel;
+
+pub const DRIVER: &str = "gpu.mock.dracheck.io";
+pub const NS: &str = "default";
+
+pub fn default_inventory() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/default.yaml")
+}
+
+/// What every test gets: the cluster's kubeconfig, and a client made on the test's own
+/// runtime (a client is bound to the runtime that made it).
+#[derive(Clone)]
+pub struct Env {
+    pub kubeconfig: PathBuf,
+}
+
+impl Env {
+    pub async fn client(&self) -> kube::Client {
+        dracheck_clusters::local::client_for(&self.kubeconfig, None).await.expect("a client for the local cluster")
+    }
+}
+
+pub type TestFn = fn(Env) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Runs `tests` as named tests against one local cluster, started in the main thread so that
+/// it lives (and dies, with the kernel's parent-death signal) with the test process.
+pub fn run_with_cluster(tests: Vec<(&'static str, TestFn)>) -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let cluster = (!args.list).then(|| {
+        runtime.block_on(LocalCluster::start(LocalClusterOptions::from_env())).expect("the local cluster starts")
+    });
+    let env = Arc::new(cluster.as_ref().map(|c| Env { kubeconfig: c.kubeconfig().to_path_buf() }));
+    let trials = tests
+        .into_iter()
+        .map(|(name, test)| {
+            let env = env.clone();
+            Trial::test(name, move || {
+                let env = Env::clone(env.as_ref().as_ref().expect("a cluster when tests run"));
+                let rt = tokio::runtime::Runtime::new().map_err(|e| Failed::from(e.to_string()))?;
+                rt.block_on(test(env));
+                Ok(())
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(cluster);
+    drop(runtime);
+    if conclusion.has_failed() { std::process::ExitCode::FAILURE } else { std::process::ExitCode::SUCCESS }
+}
+
+/// Registers a Ready Node, as a kubelet would; returns its UID.
+pub async fn create_node(client: &kube::Client, name: &str) -> String {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let created = nodes.create(&PostParams::default(), &dracheck_objects::node(name, "127.0.10.1")).await.unwrap();
+    let status = serde_json::json!({ "status": dracheck_objects::node(name, "127.0.10.1").status });
+    nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    created.metadata.uid.unwrap()
+}
+
+/// A claim allocated as the scheduler would (e2e_node pattern): one result per device of
+/// `pool`, all for request `req`, reserved for a pod. Returns its UID.
+pub async fn allocated_claim(client: &kube::Client, name: &str, pool: &str, devices: &[&str]) -> String {
+    let uid = unallocated_claim(client, name, devices.len()).await;
+    let results: Vec<_> = devices
+        .iter()
+        .map(|d| serde_json::json!({ "request": "req", "driver": DRIVER, "pool": pool, "device": d }))
+        .collect();
+    let status = serde_json::json!({ "status": {
+        "allocation": { "devices": { "results": results } },
+        "reservedFor": [{ "resource": "pods", "name": format!("{name}-pod"), "uid": "0a1b2c3d-0000-4000-8000-000000000001" }],
+    }});
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
+    claims.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    uid
+}
+
+pub async fn unallocated_claim(client: &kube::Client, name: &str, count: usize) -> String {
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
+    let claim = dracheck_objects::claim(NS, name, "gpu", count as i64, &[]);
+    claims.create(&PostParams::default(), &claim).await.unwrap().metadata.uid.unwrap()
+}
+
+pub fn claim_ref(name: &str, uid: &str) -> dra_v1::Claim {
+    dra_v1::Claim { namespace: NS.into(), uid: uid.into(), name: name.into() }
+}
+
+/// Slices of `driver` for `node`.
+pub async fn slices_of(client: &kube::Client, node: &str) -> Vec<ResourceSlice> {
+    let api: Api<ResourceSlice> = Api::all(client.clone());
+    let fields = format!("spec.driver={DRIVER},spec.nodeName={node}");
+    api.list(&ListParams::default().fields(&fields)).await.unwrap().items
+}
+
+/// Polls `check` until it returns `Some` or `timeout` passes.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The mock driver as a child process, with its directories in a short temp dir (socket
+/// paths must fit sun_path).
+pub struct Driver {
+    pub dir: tempfile::TempDir,
+    pub node: String,
+    kubeconfig: PathBuf,
+    inventory: PathBuf,
+    extra: Vec<String>,
+    child: Option<Child>,
+    runs: usize,
+}
+
+impl Driver {
+    pub fn new(env: &Env, node: &str, inventory: &Path, extra: &[&str]) -> Driver {
+        Driver {
+            dir: tempfile::Builder::new().prefix("mk").tempdir_in("/tmp").unwrap(),
+            node: node.into(),
+            kubeconfig: env.kubeconfig.clone(),
+            inventory: inventory.to_path_buf(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+            runs: 0,
+        }
+    }
+
+    pub fn registrar_dir(&self) -> PathBuf {
+        self.dir.path().join("reg")
+    }
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.dir.path().join("plugin")
+    }
+    pub fn cdi_dir(&self) -> PathBuf {
+        self.dir.path().join("cdi")
+    }
+    pub fn reg_socket(&self) -> PathBuf {
+        self.registrar_dir().join(format!("{DRIVER}-reg.sock"))
+    }
+    pub fn dra_socket(&self) -> PathBuf {
+        self.plugin_dir().join("dra.sock")
+    }
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join(format!("driver-{}.log", self.runs))
+    }
+
+    /// Everything the driver has logged so far, over all its runs.
+    pub fn log(&self) -> String {
+        (1..=self.runs)
+            .map(|r| std::fs::read_to_string(self.dir.path().join(format!("driver-{r}.log"))).unwrap_or_default())
+            .collect()
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dracheck-mock-driver"));
+        cmd.arg("--node-name")
+            .arg(&self.node)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--inventory")
+            .arg(&self.inventory)
+            .arg("--registrar-dir")
+            .arg(self.registrar_dir())
+            .arg("--plugin-dir")
+            .arg(self.plugin_dir())
+            .arg("--cdi-dir")
+            .arg(self.cdi_dir())
+            .args(&self.extra);
+        cmd
+    }
+
+    /// Starts the driver and waits until both sockets accept connections (a crashed run
+    /// leaves socket files that only a live process answers on).
+    pub async fn start(&mut self) {
+        assert!(self.child.is_none(), "the driver is already running");
+        self.runs += 1;
+        let log = std::fs::File::create(self.log_path()).unwrap();
+        let child = self.command().stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let listening = |p: PathBuf| std::os::unix::net::UnixStream::connect(p).is_ok();
+        while !(listening(self.reg_socket()) && listening(self.dra_socket())) {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("the driver exited during start-up ({status}):\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "the driver did not create its sockets within 30s:\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, and the exit status.
+    pub async fn terminate(&mut self) -> ExitStatus {
+        let child = self.child.as_ref().expect("the driver is running");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        self.wait(Duration::from_secs(20)).await.expect("the driver exits within 20s of SIGTERM")
+    }
+
+    /// SIGKILL: a crash, nothing cleaned up.
+    pub async fn kill(&mut self) {
+        let mut child = self.child.take().expect("the driver is running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Waits for the driver to exit on its own.
+    pub async fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.as_mut()?.try_wait().unwrap() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Plays kubelet: reads the registration, then connects to the endpoint it names.
+    pub async fn kubelet(&self) -> Kubelet {
+        let mut reg = RegistrationClient::new(connect_unix(self.reg_socket()).await.unwrap());
+        let info = reg.get_info(InfoRequest {}).await.unwrap().into_inner();
+        let dra = connect_unix(&info.endpoint).await.unwrap();
+        Kubelet {
+            info,
+            registration: reg,
+            dra: dra_v1::dra_plugin_client::DraPluginClient::new(dra.clone()),
+            channel: dra,
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub struct Kubelet {
+    pub info: PluginInfo,
+    pub registration: RegistrationClient<Channel>,
+    pub dra: dra_v1::dra_plugin_client::DraPluginClient<Channel>,
+    pub channel: Channel,
+}
+
+impl Kubelet {
+    pub async fn prepare(&mut self, claims: &[dra_v1::Claim]) -> dra_v1::NodePrepareResourcesResponse {
+        let request = dra_v1::NodePrepareResourcesRequest { claims: claims.to_vec() };
+        self.dra.node_prepare_resources(request).await.expect("NodePrepareResources answers").into_inner()
+    }
+
+    pub async fn unprepare(&mut self, claims: &[dra_v1::Claim]) -> dra_v1::NodeUnprepareResourcesResponse {
+        let request = dra_v1::NodeUnprepareResourcesRequest { claims: claims.to_vec() };
+        self.dra.node_unprepare_resources(request).await.expect("NodeUnprepareResources answers").into_inner()
+    }
+}
+
+/// Every CDI device in the spec files of `dir`, as `kind=name` → the spec's JSON, the way a
+/// container runtime indexes them.
+pub fn cdi_registry(dir: &Path) -> std::collections::HashMap<String, serde_json::Value> {
+    let mut devices = std::collections::HashMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return devices };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()));
+        let kind = spec["kind"].as_str().unwrap_or_else(|| panic!("{} has no kind", path.display())).to_string();
+        for device in spec["devices"].as_array().into_iter().flatten() {
+            devices.insert(format!("{kind}={}", device["name"].as_str().unwrap()), spec.clone());
+        }
+    }
+    devices
+}

@@ -1,0 +1,3 @@
+//! dracheck's conformance scenarios, and how drivers are run on emulated nodes.
+
+pub mod adapters;
