@@ -16,6 +16,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "dracheck");
 
 pub(crate) fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    meta_for(name, namespace)
+}
+
+/// Metadata for any object dracheck creates: the name and the managed-by label.
+pub fn meta_for(name: &str, namespace: Option<&str>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         namespace: namespace.map(str::to_string),

@@ -60,6 +60,13 @@ impl PodBuilder {
         })
     }
 
+    /// Pins the pod to `node` (by its hostname label), as scenarios that share a cluster do
+    /// to keep off each other's devices.
+    pub fn on_node(mut self, node: &str) -> Self {
+        self.spec().node_selector = Some([("kubernetes.io/hostname".to_string(), node.to_string())].into());
+        self
+    }
+
     pub fn command(mut self, script: &str) -> Self {
         self.spec().containers[0].command = Some(vec!["sh".into(), "-c".into(), script.into()]);
         self

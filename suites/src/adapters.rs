@@ -5,6 +5,53 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dracheck_clusters::local::DriverSpec;
+use k8s_openapi::api::resource::v1::Device;
+
+/// The devices a driver should publish for a node.
+pub type Oracle = Arc<dyn Fn(&str) -> Result<Vec<Device>, String> + Send + Sync>;
+
+/// What the suite knows about a driver beyond how to start it.
+#[derive(Clone)]
+pub struct Adapter {
+    /// The `--driver` name, e.g. `mock`.
+    pub short: &'static str,
+    pub spec: DriverSpec,
+    pub version: String,
+    /// The inventory oracle: the devices the driver should publish for a node.
+    pub oracle: Oracle,
+    /// Whether a workload's log shows that its container sees exactly `devices` (names).
+    pub sees_devices: fn(log: &str, devices: &[String]) -> Result<(), String>,
+}
+
+/// The mock driver as the suite runs it: its spec, its inventory as the oracle, and its CDI
+/// environment (`DRACHECK_MOCK_DEVICE_<n>=<device>`) as what a workload sees.
+pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Adapter, String> {
+    let inv = dracheck_mock_driver::inventory::Inventory::load(inventory).map_err(|e| e.to_string())?;
+    let oracle = Arc::new(move |node: &str| {
+        let devices = inv.devices_for(node).map_err(|e| e.to_string())?;
+        Ok(dracheck_mock_driver::slices::published_devices(devices, &Default::default()))
+    });
+    Ok(Adapter {
+        short: "mock",
+        spec: mock(program, inventory, faults),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        oracle,
+        sees_devices: mock_sees_devices,
+    })
+}
+
+fn mock_sees_devices(log: &str, devices: &[String]) -> Result<(), String> {
+    let mut seen: Vec<String> = log
+        .lines()
+        .filter(|l| l.starts_with("DRACHECK_MOCK_DEVICE_"))
+        .filter_map(|l| l.split_once('=').map(|(_, v)| v.trim().to_string()))
+        .collect();
+    seen.sort();
+    seen.dedup();
+    let mut want = devices.to_vec();
+    want.sort();
+    if seen == want { Ok(()) } else { Err(format!("the container sees {seen:?}, but {want:?} were allocated")) }
+}
 
 /// The mock driver's DRA driver name.
 pub const MOCK_DRIVER: &str = "gpu.mock.dracheck.io";

@@ -9,7 +9,5 @@ pub const FAILED: u8 = 1;
 pub const BAD_INPUT: u8 = dracheck_clusters::EXIT_BAD_INPUT as u8;
 /// The cluster or the driver could not be brought up, or is not running.
 pub const CLUSTER_DOWN: u8 = dracheck_clusters::EXIT_CLUSTER_DOWN as u8;
-/// The command exists but this version cannot do it yet.
-pub const NOT_AVAILABLE: u8 = 4;
 /// Interrupted (Ctrl-C); everything started was stopped.
 pub const INTERRUPTED: u8 = 130;

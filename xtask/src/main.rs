@@ -1,6 +1,7 @@
 //! `cargo xtask …`: dracheck's command line.
 
 mod cluster;
+mod conformance;
 mod exit;
 mod nodes;
 
@@ -21,17 +22,11 @@ enum Command {
     /// Run, stop and inspect the embedded local cluster (real upstream control-plane binaries).
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
-    /// Run the conformance suite against a driver.
-    Conformance(ConformanceArgs),
+    /// Run the conformance suite against a driver: compatible and impossible claims, the claim
+    /// lifecycle, driver and node restarts, node removal; writes a JSON result.
+    Conformance(conformance::ConformanceArgs),
     /// Build (or check) the control-plane binaries, then run the workspace's tests.
     Test(TestArgs),
-}
-
-#[derive(Debug, clap::Args)]
-struct ConformanceArgs {
-    /// The driver under test: `mock` (dracheck's own), `example`, `nvidia`.
-    #[arg(long, default_value = "mock")]
-    driver: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -49,22 +44,11 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Cluster(cmd) => cluster::run(cmd).await,
-            Command::Conformance(args) => conformance(args),
+            Command::Conformance(args) => conformance::run(args).await,
             Command::Test(args) => test(args).await,
         }
     });
     ExitCode::from(code)
-}
-
-fn conformance(args: ConformanceArgs) -> u8 {
-    eprintln!(
-        "dracheck: `conformance --driver {}` is not available in this version: the scenario suite and \
-         the mock driver are not built yet, so there is nothing to run and no verdict to give. What \
-         works today is the local cluster it will run on: `cargo xtask cluster up` starts it and \
-         prints its kubeconfig, `cargo xtask cluster down` stops it.",
-        args.driver
-    );
-    exit::NOT_AVAILABLE
 }
 
 async fn test(args: TestArgs) -> u8 {

@@ -70,13 +70,6 @@ fn a_missing_go_toolchain_is_named_with_the_fix() {
 }
 
 #[test]
-fn conformance_says_plainly_that_it_is_not_available_yet() {
-    let out = xtask(&["conformance", "--driver", "mock"], &[]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(text(&out).contains("not available in this version"), "{}", text(&out));
-}
-
-#[test]
 fn cluster_up_status_kubeconfig_down() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");

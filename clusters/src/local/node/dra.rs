@@ -57,6 +57,20 @@ pub struct PodClaim {
     pub devices: Vec<PreparedDevice>,
 }
 
+/// Claim UID → every CDI device ID its checkpoint entry holds, as read from the file.
+pub fn read_checkpoint(path: &std::path::Path) -> Vec<(String, Vec<String>)> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Checkpoint>(&t).ok())
+        .map(|c| {
+            c.entries
+                .into_iter()
+                .map(|e| (e.claim_uid, e.driver_state.into_values().flatten().flat_map(|d| d.cdi_device_ids).collect()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub struct DraManager {
     client: kube::Client,
     registry: Arc<Registry>,

@@ -99,7 +99,7 @@ impl EmulatedNode {
         let dra = Arc::new(DraManager::load(
             self.client.clone(),
             self.registry.clone(),
-            self.cfg.state_dir().join("dra_manager_state"),
+            self.checkpoint_path(),
             self.cfg.call_timeout,
         ));
         let worker = pods::PodWorker {
@@ -175,6 +175,15 @@ impl EmulatedNode {
     /// The drivers registered on this node right now.
     pub fn registered_drivers(&self) -> Vec<String> {
         self.registry.drivers()
+    }
+
+    fn checkpoint_path(&self) -> std::path::PathBuf {
+        self.cfg.state_dir().join("dra_manager_state")
+    }
+
+    /// The DRA checkpoint: claim UID → the CDI device IDs the driver returned for it.
+    pub fn prepared_claims(&self) -> Vec<(String, Vec<String>)> {
+        dra::read_checkpoint(&self.checkpoint_path())
     }
 
     /// The node's own log: registrations, prepare/unprepare outcomes, events.

@@ -29,6 +29,9 @@ struct Progress {
     last_event: Option<String>,
     last_status: Option<String>,
     unprepared: bool,
+    /// Prepared by this kubelet instance; false after a restart, so that the claims of
+    /// running pods are prepared again, as upstream kubelet does from its checkpoint.
+    prepared: bool,
 }
 
 pub struct PodWorker {
@@ -134,6 +137,15 @@ impl PodWorker {
         }
 
         if self.runtime.has_pod(&uid) {
+            if !p.prepared {
+                match self.dra.prepare_pod(pod).await {
+                    Ok(_) => {
+                        p.prepared = true;
+                        self.log.info(format!("claims prepared again: {ns}/{name}"));
+                    }
+                    Err(e) => self.event(pod, p, true, "FailedPrepareDynamicResources", &e).await,
+                }
+            }
             let statuses = self.runtime.poll(&uid, &restart_policy);
             self.report(pod, p, &statuses).await;
             return;
@@ -144,6 +156,7 @@ impl PodWorker {
         }
         match self.start(pod).await {
             Ok(()) => {
+                p.prepared = true;
                 p.backoff = Duration::ZERO;
                 p.next_try = None;
                 self.event(pod, p, false, "Started", "started the pod's containers").await;

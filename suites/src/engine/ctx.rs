@@ -1,0 +1,376 @@
+//! What a scenario works with: its namespace, its profile, the node it is pinned to, the
+//! target's disruptions, object creation that is cleaned up, waits with bounded timeouts,
+//! evidence capture, and the verdict of each guarantee it checks.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use dracheck_objects::PodBuilder;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::target::Target;
+use crate::profile::Profile;
+use crate::result::{AllocatedDevice, Evidence, GuaranteeResult, Verdict};
+
+pub struct Ctx<'a> {
+    pub target: &'a Target,
+    /// `None` for driver-level (plugin tier) scenarios.
+    pub profile: Option<&'a Profile>,
+    pub ns: String,
+    pub scenario: &'static str,
+    /// The node this scenario's pods are pinned to, so that scenarios on other nodes cannot
+    /// take its devices.
+    pub node: String,
+    /// Nodes other scenarios do not use, for "capacity elsewhere" checks.
+    pub spare_nodes: Vec<String>,
+    results: Mutex<BTreeMap<String, GuaranteeResult>>,
+    allocations: Mutex<Vec<AllocatedDevice>>,
+    cluster_objects: Mutex<Vec<String>>,
+    progress: &'a (dyn Fn(&str) + Sync),
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        target: &'a Target,
+        profile: Option<&'a Profile>,
+        ns: String,
+        scenario: &'static str,
+        node: String,
+        spare_nodes: Vec<String>,
+        progress: &'a (dyn Fn(&str) + Sync),
+    ) -> Ctx<'a> {
+        Ctx {
+            target,
+            profile,
+            ns,
+            scenario,
+            node,
+            spare_nodes,
+            results: Mutex::new(BTreeMap::new()),
+            allocations: Mutex::new(Vec::new()),
+            cluster_objects: Mutex::new(Vec::new()),
+            progress,
+        }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.target.client.clone()
+    }
+
+    /// The profile of a cluster-tier scenario.
+    pub fn profile(&self) -> &'a Profile {
+        self.profile.expect("cluster-tier scenarios run with a profile")
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client(), &self.ns)
+    }
+
+    /// A progress line: the scenario and the phase it is in.
+    pub fn phase(&self, what: &str) {
+        (self.progress)(&format!("{}: {what}", self.scenario));
+    }
+
+    fn record(&self, id: &str, verdict: Verdict, reason: String, evidence: Vec<Evidence>) {
+        let mut results = self.results.lock().unwrap();
+        match results.get_mut(id) {
+            None => {
+                let r = GuaranteeResult {
+                    id: id.to_string(),
+                    scenario: self.scenario.to_string(),
+                    verdict,
+                    reason,
+                    evidence,
+                    durations: BTreeMap::new(),
+                };
+                results.insert(id.to_string(), r);
+            }
+            Some(entry) => {
+                match (entry.verdict, verdict) {
+                    (Verdict::Fail, Verdict::Fail) => entry.reason = format!("{}; {reason}", entry.reason),
+                    // A failure is final: a later pass of the same guarantee does not hide it.
+                    (Verdict::Fail, _) => {}
+                    _ => {
+                        entry.verdict = verdict;
+                        entry.reason = reason;
+                    }
+                }
+                entry.evidence.extend(evidence);
+            }
+        }
+    }
+
+    pub fn pass(&self, id: &str, reason: impl Into<String>) {
+        self.record(id, Verdict::Pass, reason.into(), Vec::new());
+    }
+
+    pub fn fail(&self, id: &str, reason: impl Into<String>, evidence: Vec<Evidence>) {
+        self.record(id, Verdict::Fail, reason.into(), evidence);
+    }
+
+    pub fn skip(&self, id: &str, reason: impl Into<String>) {
+        self.record(id, Verdict::Skip, reason.into(), Vec::new());
+    }
+
+    /// Pass if `ok`, else fail with `why` and `evidence`.
+    pub fn check(&self, id: &str, ok: bool, pass: impl Into<String>, why: impl Into<String>, evidence: Vec<Evidence>) {
+        if ok { self.pass(id, pass) } else { self.fail(id, why, evidence) }
+    }
+
+    pub fn duration(&self, id: &str, name: &str, d: Duration) {
+        let mut results = self.results.lock().unwrap();
+        if let Some(r) = results.get_mut(id) {
+            r.durations.insert(name.to_string(), (d.as_secs_f64() * 1000.0).round() / 1000.0);
+        }
+    }
+
+    pub fn is_recorded(&self, id: &str) -> bool {
+        self.results.lock().unwrap().contains_key(id)
+    }
+
+    pub(crate) fn take_results(&self) -> Vec<GuaranteeResult> {
+        std::mem::take(&mut *self.results.lock().unwrap()).into_values().collect()
+    }
+
+    /// Records what a claim of the profile got (driver, device, its attributes and
+    /// capacities as the slice publishes them), for comparisons across clusters.
+    pub async fn note_allocation(&self, claim: &ResourceClaim) {
+        let api: Api<ResourceSlice> = Api::all(self.client());
+        let slices = api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+        for (driver, pool, device) in Ctx::allocated(claim) {
+            let found = slices
+                .iter()
+                .filter(|s| s.spec.driver == driver && s.spec.pool.name == pool)
+                .flat_map(|s| s.spec.devices.iter().flatten())
+                .find(|d| d.name == device);
+            let attributes = found
+                .and_then(|d| d.attributes.as_ref())
+                .map(|a| a.iter().map(|(k, v)| (k.clone(), attribute_text(v))).collect())
+                .unwrap_or_default();
+            let capacity = found
+                .and_then(|d| d.capacity.as_ref())
+                .map(|c| c.iter().map(|(k, v)| (k.clone(), v.value.0.clone())).collect())
+                .unwrap_or_default();
+            let mut all = self.allocations.lock().unwrap();
+            let entry = AllocatedDevice { driver, pool, device, attributes, capacity };
+            if !all.contains(&entry) {
+                all.push(entry);
+            }
+        }
+    }
+
+    pub(crate) fn take_allocations(&self) -> Vec<AllocatedDevice> {
+        std::mem::take(&mut *self.allocations.lock().unwrap())
+    }
+
+    pub(crate) fn take_cluster_objects(&self) -> Vec<String> {
+        std::mem::take(&mut *self.cluster_objects.lock().unwrap())
+    }
+
+    /// Creates a namespaced object in the scenario's namespace (removed with it).
+    pub async fn create<K>(&self, obj: &K) -> Result<K, String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        self.api::<K>()
+            .create(&PostParams::default(), obj)
+            .await
+            .map_err(|e| format!("creating {} {name}: {e}", K::kind(&Default::default())))
+    }
+
+    /// Creates a DeviceClass for this scenario; removed when the scenario ends.
+    pub async fn create_class(&self, class: &DeviceClass) -> Result<(), String> {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let api: Api<DeviceClass> = Api::all(self.client());
+        api.create(&PostParams::default(), class).await.map_err(|e| format!("creating DeviceClass {name}: {e}"))?;
+        self.cluster_objects.lock().unwrap().push(name);
+        Ok(())
+    }
+
+    /// A pod of the scenario, pinned to its node.
+    pub fn pod(&self, name: &str) -> PodBuilder {
+        dracheck_objects::pod(&self.ns, name).on_node(&self.node)
+    }
+
+    /// A claim of the profile's shape.
+    pub fn profile_claim(&self, name: &str) -> ResourceClaim {
+        let mut c = dracheck_objects::claim(&self.ns, name, self.profile().class_name(), 1, &[]);
+        c.spec = Some(self.profile().claim_spec());
+        c
+    }
+
+    /// Polls `get` every 200 ms until `ok` holds (returns the value and how long it took) or
+    /// `timeout` passes (returns the last value seen).
+    pub async fn wait_until<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        mut get: F,
+        ok: impl Fn(&T) -> bool,
+    ) -> Result<(T, Duration), T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let started = Instant::now();
+        loop {
+            let v = get().await;
+            if ok(&v) {
+                return Ok((v, started.elapsed()));
+            }
+            if started.elapsed() >= timeout {
+                return Err(v);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn get_pod(&self, name: &str) -> Option<Pod> {
+        self.api::<Pod>().get_opt(name).await.ok().flatten()
+    }
+
+    pub async fn get_claim(&self, name: &str) -> Option<ResourceClaim> {
+        self.api::<ResourceClaim>().get_opt(name).await.ok().flatten()
+    }
+
+    /// Waits for the pod's phase to become `phase`.
+    pub async fn wait_phase(&self, pod: &str, phase: &str, timeout: Duration) -> Result<Duration, String> {
+        self.wait_until(
+            timeout,
+            || self.get_pod(pod),
+            |p| p.as_ref().and_then(|p| p.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some(phase),
+        )
+        .await
+        .map(|(_, d)| d)
+        .map_err(|p| {
+            let now = p.and_then(|p| p.status).and_then(|s| s.phase).unwrap_or_else(|| "gone".into());
+            format!("pod {pod} did not reach {phase} within {}s (it is {now})", timeout.as_secs())
+        })
+    }
+
+    /// The scheduler's verdict on a pod: `Some((reason, message))` once PodScheduled=False.
+    pub async fn unschedulable(&self, pod: &str) -> Option<(String, String)> {
+        let p = self.get_pod(pod).await?;
+        let c = p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+        Some((c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+    }
+
+    /// Deletes a pod and waits until it is gone (the kubelet unprepared its claims).
+    pub async fn delete_pod(&self, name: &str, timeout: Duration) -> Result<Duration, String> {
+        let _ = self.api::<Pod>().delete(name, &DeleteParams::default()).await;
+        self.wait_until(timeout, || self.get_pod(name), |p| p.is_none())
+            .await
+            .map(|(_, d)| d)
+            .map_err(|_| format!("pod {name} was not gone within {}s after deletion", timeout.as_secs()))
+    }
+
+    /// The devices allocated to a claim: `(driver, pool, device)`.
+    pub fn allocated(claim: &ResourceClaim) -> Vec<(String, String, String)> {
+        claim
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_ref())
+            .map(|r| r.iter().map(|r| (r.driver.clone(), r.pool.clone(), r.device.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// The driver's slices of `node`.
+    pub async fn slices_of(&self, node: &str) -> Vec<ResourceSlice> {
+        let api: Api<ResourceSlice> = Api::all(self.client());
+        let lp = ListParams::default().fields(&format!("spec.nodeName={node},spec.driver={}", self.target.driver.name));
+        api.list(&lp).await.map(|l| l.items).unwrap_or_default()
+    }
+
+    /// Evidence about a pod: its status, its claims, its events, and the logs of the
+    /// kubelet and driver on its node.
+    pub async fn evidence(&self, pod: &str) -> Vec<Evidence> {
+        let mut out = Vec::new();
+        let yaml = |v: &dyn erased::Ser| v.to_yaml();
+        if let Some(p) = self.get_pod(pod).await {
+            out.push(Evidence { title: format!("pod {}/{pod} status", self.ns), body: yaml(&p.status) });
+            let claim_names: Vec<String> = p
+                .status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.as_ref())
+                .map(|all| all.iter().filter_map(|s| s.resource_claim_name.clone()).collect())
+                .unwrap_or_default();
+            let direct: Vec<String> = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.resource_claims.as_ref())
+                .map(|all| all.iter().filter_map(|c| c.resource_claim_name.clone()).collect())
+                .unwrap_or_default();
+            for name in claim_names.into_iter().chain(direct) {
+                if let Some(c) = self.get_claim(&name).await {
+                    out.push(Evidence {
+                        title: format!("claim {}/{name}", self.ns),
+                        body: yaml(&(&c.spec, &c.status)),
+                    });
+                }
+            }
+        }
+        let events: Api<Event> = Api::namespaced(self.client(), &self.ns);
+        let lp = ListParams::default().fields(&format!("involvedObject.name={pod}"));
+        if let Ok(list) = events.list(&lp).await {
+            let lines: Vec<String> = list
+                .items
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {}: {}",
+                        e.type_.as_deref().unwrap_or_default(),
+                        e.source.as_ref().and_then(|s| s.component.as_deref()).unwrap_or_default(),
+                        e.reason.as_deref().unwrap_or_default(),
+                        e.message.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect();
+            out.push(Evidence { title: format!("events of pod {pod}"), body: lines.join("\n") });
+        }
+        if let Some(log) = self.target.kubelet_log(&self.node, 20).await {
+            out.push(Evidence { title: format!("kubelet log on {}", self.node), body: log });
+        }
+        if let Some(log) = self.target.driver_log(&self.node, 20).await {
+            out.push(Evidence { title: format!("driver log on {}", self.node), body: log });
+        }
+        out
+    }
+}
+
+/// An attribute's value as text, whatever its type.
+fn attribute_text(a: &k8s_openapi::api::resource::v1::DeviceAttribute) -> String {
+    a.string
+        .clone()
+        .or_else(|| a.version.clone())
+        .or_else(|| a.int.map(|i| i.to_string()))
+        .or_else(|| a.bool.map(|b| b.to_string()))
+        .unwrap_or_else(|| serde_json::to_string(a).unwrap_or_default())
+}
+
+/// YAML for evidence bodies, from anything serializable.
+mod erased {
+    pub trait Ser {
+        fn to_yaml(&self) -> String;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_yaml(&self) -> String {
+            serde_saphyr::to_string(self).unwrap_or_else(|e| format!("(not serializable: {e})"))
+        }
+    }
+}

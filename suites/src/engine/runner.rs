@@ -1,0 +1,375 @@
+//! The run engine: one namespace per scenario, labelled with the run's ID; scenarios pinned to
+//! nodes by role and run in parallel across roles; bounded timeouts; every guarantee a
+//! scenario owns ends with a verdict; cleanup of what the run created.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::resource::v1::DeviceClass;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+
+use super::ctx::Ctx;
+use super::scenario::{Role, Scenario};
+use super::target::{NEEDS_EMULATED_NODES, Target};
+use crate::profile::Profile;
+use crate::result::{AllocatedDevice, GuaranteeResult, ProfileResult, Verdict};
+
+/// Label on every namespace and cluster-scoped object of a run.
+pub const RUN_LABEL: &str = "dracheck.io/run";
+
+/// `--only` / `--skip` globs over guarantee IDs (`*` matches any run of characters).
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub only: Vec<String>,
+    pub skip: Vec<String>,
+}
+
+impl Filter {
+    pub fn selects(&self, id: &str) -> bool {
+        (self.only.is_empty() || self.only.iter().any(|g| glob(g, id))) && !self.skip.iter().any(|g| glob(g, id))
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, tail)) => {
+            let Some(rest) = text.strip_prefix(head) else { return false };
+            (0..=rest.len()).any(|i| rest.is_char_boundary(i) && glob(tail, &rest[i..]))
+        }
+    }
+}
+
+pub struct Plan {
+    pub driver_scenarios: Vec<&'static Scenario>,
+    pub cluster_scenarios: Vec<&'static Scenario>,
+    pub profiles: Vec<(PathBuf, Profile)>,
+    pub filter: Filter,
+    pub run_id: String,
+    pub scenario_timeout: Duration,
+}
+
+pub struct Outcome {
+    pub driver_guarantees: Vec<GuaranteeResult>,
+    pub profiles: Vec<ProfileResult>,
+    /// Seconds per scenario (`scenario:<profile>/<name>`).
+    pub timings: BTreeMap<String, f64>,
+}
+
+pub async fn run(target: &Target, plan: &Plan, progress: &(dyn Fn(&str) + Sync)) -> Outcome {
+    let mut timings = BTreeMap::new();
+    let mut driver_guarantees = Vec::new();
+    for s in &plan.driver_scenarios {
+        let ids: Vec<&str> = s.applicable(None).into_iter().filter(|id| plan.filter.selects(id)).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let started = Instant::now();
+        driver_guarantees.extend(run_one(target, plan, s, None, &ids, String::new(), Vec::new(), progress).await.0);
+        timings.insert(format!("scenario:driver/{}", s.name), started.elapsed().as_secs_f64());
+    }
+    // Profiles run side by side when every one can have nodes of its own for its roles;
+    // otherwise one after the other, each on all nodes (read anew: a removal takes one).
+    let nodes = target.live_nodes().await;
+    let needs: Vec<usize> = plan.profiles.iter().map(|(_, p)| roles_of(plan, p).len()).collect();
+    let mut profiles = Vec::new();
+    if needs.iter().sum::<usize>() <= nodes.len() {
+        let mut offset = 0;
+        let runs = plan.profiles.iter().zip(&needs).map(|((path, profile), need)| {
+            let own = nodes[offset..offset + need].to_vec();
+            offset += need;
+            progress(&format!("profile {} ({}) on {}", profile.metadata.name, path.display(), own.join(", ")));
+            run_profile(target, plan, path, profile, own, progress)
+        });
+        for (result, t) in futures::future::join_all(runs.collect::<Vec<_>>()).await {
+            timings.extend(t);
+            profiles.push(result);
+        }
+    } else {
+        for (path, profile) in &plan.profiles {
+            progress(&format!("profile {} ({})", profile.metadata.name, path.display()));
+            let nodes = target.live_nodes().await;
+            let (result, t) = run_profile(target, plan, path, profile, nodes, progress).await;
+            timings.extend(t);
+            profiles.push(result);
+        }
+    }
+    Outcome { driver_guarantees, profiles, timings }
+}
+
+/// A scenario with the guarantees it is to check.
+type Selected = (&'static Scenario, Vec<&'static str>);
+
+/// The selected scenarios of `profile` with the guarantees each checks.
+fn selected(plan: &Plan, profile: &Profile) -> Vec<Selected> {
+    plan.cluster_scenarios
+        .iter()
+        .map(|s| (*s, s.applicable(Some(profile)).into_iter().filter(|id| plan.filter.selects(id)).collect::<Vec<_>>()))
+        .filter(|(_, ids)| !ids.is_empty())
+        .collect()
+}
+
+/// The node roles `profile`'s selected scenarios need, sorted.
+fn roles_of(plan: &Plan, profile: &Profile) -> Vec<Role> {
+    let mut roles: Vec<Role> = selected(plan, profile).iter().map(|(s, _)| s.role).collect();
+    roles.sort();
+    roles.dedup();
+    roles
+}
+
+async fn run_profile(
+    target: &Target,
+    plan: &Plan,
+    path: &std::path::Path,
+    profile: &Profile,
+    nodes: Vec<String>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> (ProfileResult, BTreeMap<String, f64>) {
+    let mut result = ProfileResult {
+        name: profile.metadata.name.clone(),
+        file: path.display().to_string(),
+        device_class: profile.class_name().to_string(),
+        guarantees: Vec::new(),
+        allocated_devices: Vec::new(),
+    };
+    let class_error = ensure_class(target, profile, &plan.run_id).await.err();
+
+    // Which scenarios run, and on which node each role runs.
+    let selected = selected(plan, profile);
+    let roles = roles_of(plan, profile);
+    let distinct = nodes.len() >= roles.len();
+    let node_of = |role: Role| -> String {
+        let i = if distinct { roles.iter().position(|r| *r == role).unwrap_or(0) } else { 0 };
+        nodes.get(i).cloned().unwrap_or_default()
+    };
+    let spare: Vec<String> = if distinct { nodes[roles.len()..].to_vec() } else { Vec::new() };
+
+    let mut groups: Vec<(Role, Vec<Selected>)> = Vec::new();
+    for (s, ids) in selected {
+        let key = if distinct { s.role } else { Role::General };
+        match groups.iter_mut().find(|(r, _)| *r == key) {
+            Some((_, g)) => g.push((s, ids)),
+            None => groups.push((key, vec![(s, ids)])),
+        }
+    }
+    let runs = groups.into_iter().map(|(_, group)| {
+        let spare = spare.clone();
+        let class_error = class_error.clone();
+        async move {
+            let mut out = Vec::new();
+            let mut allocations = Vec::new();
+            let mut t = BTreeMap::new();
+            for (s, ids) in group {
+                let started = Instant::now();
+                let (results, alloc) = match &class_error {
+                    Some(e) => {
+                        (ids.iter().map(|id| verdict(id, s.name, Verdict::Fail, e.clone())).collect(), Vec::new())
+                    }
+                    None => {
+                        run_one(target, plan, s, Some(profile), &ids, node_of(s.role), spare.clone(), progress).await
+                    }
+                };
+                t.insert(format!("scenario:{}/{}", profile.metadata.name, s.name), started.elapsed().as_secs_f64());
+                out.extend(results);
+                allocations.extend(alloc);
+            }
+            (out, allocations, t)
+        }
+    });
+    let mut timings = BTreeMap::new();
+    for (r, a, t) in futures::future::join_all(runs).await {
+        result.guarantees.extend(r);
+        for d in a {
+            if !result.allocated_devices.contains(&d) {
+                result.allocated_devices.push(d);
+            }
+        }
+        timings.extend(t);
+    }
+    result.allocated_devices.sort_by(|a, b| (&a.pool, &a.device).cmp(&(&b.pool, &b.device)));
+    let order: HashMap<&str, usize> = profile.guarantee_ids().into_iter().enumerate().map(|(i, id)| (id, i)).collect();
+    result.guarantees.sort_by_key(|g| order.get(g.id.as_str()).copied().unwrap_or(usize::MAX));
+    if profile.device_class().is_some() {
+        let api: Api<DeviceClass> = Api::all(target.client.clone());
+        let _ = api.delete(profile.class_name(), &DeleteParams::default()).await;
+    }
+    (result, timings)
+}
+
+/// Creates the profile's inline DeviceClass (replacing a leftover of an earlier run), or
+/// checks that the named one exists.
+async fn ensure_class(target: &Target, profile: &Profile, run_id: &str) -> Result<(), String> {
+    let api: Api<DeviceClass> = Api::all(target.client.clone());
+    match profile.device_class() {
+        Some(mut class) => {
+            class.metadata.labels.get_or_insert_default().insert(RUN_LABEL.into(), run_id.into());
+            let name = profile.class_name();
+            if let Ok(Some(existing)) = api.get_opt(name).await {
+                let ours = existing.metadata.labels.as_ref().is_some_and(|l| l.contains_key(RUN_LABEL));
+                if !ours {
+                    return Err(format!(
+                        "the profile's DeviceClass {name} already exists on the cluster and was not made by dracheck; \
+                         refer to it with `deviceClass: {{existing: {name}}}` or rename the profile's class"
+                    ));
+                }
+                let _ = api.delete(name, &DeleteParams::default()).await;
+                for _ in 0..50 {
+                    if api.get_opt(name).await.ok().flatten().is_none() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            api.create(&PostParams::default(), &class)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("creating DeviceClass {name}: {e}"))
+        }
+        None => match api.get_opt(profile.class_name()).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                Err(format!("the profile's DeviceClass {} does not exist on this cluster", profile.class_name()))
+            }
+            Err(e) => Err(format!("reading DeviceClass {}: {e}", profile.class_name())),
+        },
+    }
+}
+
+fn verdict(id: &str, scenario: &str, verdict: Verdict, reason: String) -> GuaranteeResult {
+    GuaranteeResult {
+        id: id.into(),
+        scenario: scenario.into(),
+        verdict,
+        reason,
+        evidence: Vec::new(),
+        durations: BTreeMap::new(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_one(
+    target: &Target,
+    plan: &Plan,
+    s: &'static Scenario,
+    profile: Option<&Profile>,
+    ids: &[&str],
+    node: String,
+    spare: Vec<String>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> (Vec<GuaranteeResult>, Vec<AllocatedDevice>) {
+    if s.disruptive && !target.can_disrupt() {
+        return (
+            ids.iter().map(|id| verdict(id, s.name, Verdict::Skip, NEEDS_EMULATED_NODES.into())).collect(),
+            Vec::new(),
+        );
+    }
+    let profile_part = profile.map_or(String::new(), |p| format!("{}-", p.metadata.name));
+    let ns = format!("dracheck-{profile_part}{}-{}", s.name.replace('_', "-"), plan.run_id);
+    if let Err(e) = create_namespace(target, &ns, &plan.run_id).await {
+        let failed = ids
+            .iter()
+            .map(|id| verdict(id, s.name, Verdict::Fail, format!("the scenario could not start: {e}")))
+            .collect();
+        return (failed, Vec::new());
+    }
+    let on = if node.is_empty() { String::new() } else { format!(" on {node}") };
+    progress(&format!("{}: started{on}", s.name));
+    let started = Instant::now();
+    let ctx = Ctx::new(target, profile, ns.clone(), s.name, node, spare, progress);
+    let outcome = match tokio::time::timeout(plan.scenario_timeout, (s.run)(&ctx)).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("the scenario did not finish within {}s", plan.scenario_timeout.as_secs())),
+    };
+    let mut results = ctx.take_results();
+    for id in ids {
+        if !results.iter().any(|r| r.id == *id) {
+            let reason = match &outcome {
+                Err(e) => format!("not checked: {e}"),
+                Ok(()) => "the scenario ended without checking it".into(),
+            };
+            results.push(verdict(id, s.name, Verdict::Fail, reason));
+        }
+    }
+    results.retain(|r| ids.contains(&r.id.as_str()));
+    let failed = results.iter().filter(|r| r.verdict == Verdict::Fail).count();
+    progress(&format!(
+        "{}: done in {:.1}s, {} checked, {failed} failed",
+        s.name,
+        started.elapsed().as_secs_f64(),
+        results.len()
+    ));
+    let classes: Api<DeviceClass> = Api::all(target.client.clone());
+    for name in ctx.take_cluster_objects() {
+        let _ = classes.delete(&name, &DeleteParams::default()).await;
+    }
+    release_devices(target, &ns).await;
+    let nss: Api<Namespace> = Api::all(target.client.clone());
+    let _ = nss.delete(&ns, &DeleteParams::background()).await;
+    (results, ctx.take_allocations())
+}
+
+/// Deletes the namespace's pods and claims and waits (bounded) until they are gone, so that
+/// the next scenario on the node finds its devices free; the namespace itself goes later.
+async fn release_devices(target: &Target, ns: &str) {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(target.client.clone(), ns);
+    let claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> = Api::namespaced(target.client.clone(), ns);
+    let _ = pods.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
+    let _ = claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
+    for _ in 0..300 {
+        let pods_left = pods.list(&ListParams::default()).await.map_or(0, |l| l.items.len());
+        let claims_left = claims.list(&ListParams::default()).await.map_or(0, |l| l.items.len());
+        if pods_left == 0 && claims_left == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(), String> {
+    let nss: Api<Namespace> = Api::all(target.client.clone());
+    let mut meta = dracheck_objects::meta_for(name, None);
+    meta.labels.get_or_insert_default().insert(RUN_LABEL.into(), run_id.into());
+    nss.create(&PostParams::default(), &Namespace { metadata: meta, ..Namespace::default() })
+        .await
+        .map_err(|e| format!("creating namespace {name}: {e}"))?;
+    // Pods are admitted only once the namespace's default ServiceAccount exists.
+    let sas: Api<ServiceAccount> = Api::namespaced(target.client.clone(), name);
+    for _ in 0..150 {
+        if sas.get_opt("default").await.ok().flatten().is_some() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!("namespace {name} got no default ServiceAccount within 30s"))
+}
+
+/// Removes what a run left behind (after Ctrl-C or a crash): its namespaces and classes.
+pub async fn cleanup_run(client: &kube::Client, run_id: &str) {
+    let lp = ListParams::default().labels(&format!("{RUN_LABEL}={run_id}"));
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let _ = nss.delete_collection(&DeleteParams::background(), &lp).await;
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    let _ = classes.delete_collection(&DeleteParams::default(), &lp).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_and_filters() {
+        assert!(glob("claim.*", "claim.impossible.count"));
+        assert!(glob("*.count", "claim.impossible.count"));
+        assert!(glob("claim.*.count", "claim.impossible.count"));
+        assert!(!glob("claim.*", "node.removal.pods-gone"));
+        assert!(glob("exact", "exact") && !glob("exact", "exactly"));
+        let f = Filter { only: vec!["claim.*".into()], skip: vec!["*.count".into()] };
+        assert!(f.selects("claim.impossible.selector"));
+        assert!(!f.selects("claim.impossible.count"));
+        assert!(!f.selects("driver.restart.slices-kept"));
+        assert!(Filter::default().selects("anything"));
+    }
+}

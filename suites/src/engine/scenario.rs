@@ -1,0 +1,65 @@
+//! A scenario: a named check of some guarantees, in a tier, with what it needs to run.
+
+use futures::future::BoxFuture;
+
+use super::ctx::Ctx;
+use crate::profile::Profile;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// The suite plays kubelet against the driver's sockets.
+    Plugin,
+    /// Real scheduler and controllers, workloads in pods.
+    Cluster,
+}
+
+/// The node a cluster-tier scenario is pinned to. Scenarios of different roles run in
+/// parallel when the cluster has a node per role; otherwise they share nodes and run in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Allocation, impossible claims, isolation, limits, retention.
+    General,
+    /// Uses every device of its node.
+    Exhaustion,
+    /// Restarts the driver and the kubelet of its node.
+    Restarts,
+    /// Removes its node.
+    Removal,
+}
+
+pub type RunFn = for<'a> fn(&'a Ctx<'a>) -> BoxFuture<'a, Result<(), String>>;
+
+pub struct Scenario {
+    pub name: &'static str,
+    pub tier: Tier,
+    pub role: Role,
+    /// Every guarantee ID the scenario may record.
+    pub guarantees: &'static [&'static str],
+    /// Needs node control (restarts, removal): skipped elsewhere.
+    pub disruptive: bool,
+    pub run: RunFn,
+}
+
+impl Scenario {
+    /// The guarantees of this scenario that `profile` publishes (all, for driver-level ones).
+    pub fn applicable(&self, profile: Option<&Profile>) -> Vec<&'static str> {
+        match profile {
+            None => self.guarantees.to_vec(),
+            Some(p) => {
+                let published = p.guarantee_ids();
+                self.guarantees.iter().copied().filter(|id| published.contains(id)).collect()
+            }
+        }
+    }
+}
+
+/// `scenario!(run)` turns `async fn run(ctx: &Ctx<'_>) -> Result<(), String>` into a [`RunFn`].
+#[macro_export]
+macro_rules! scenario_fn {
+    ($f:path) => {{
+        fn start<'a>(ctx: &'a $crate::engine::Ctx<'a>) -> futures::future::BoxFuture<'a, Result<(), String>> {
+            Box::pin($f(ctx))
+        }
+        start
+    }};
+}

@@ -1,0 +1,138 @@
+//! The cluster and driver under test, and the disruptions a scenario may cause. Restarting a
+//! kubelet or removing a node needs control over the nodes, which only the local cluster's
+//! emulated nodes give; elsewhere those scenarios are skipped with that reason.
+
+use std::time::Duration;
+
+use dracheck_clusters::LocalCluster;
+use tokio::sync::Mutex;
+
+use crate::result::{ClusterFacts, DriverFacts};
+
+/// Access to the driver's binary for the plugin tier, which starts instances of its own.
+#[derive(Clone)]
+pub struct PluginAccess {
+    pub adapter: crate::adapters::Adapter,
+    pub kubeconfig: std::path::PathBuf,
+    /// A short dir (socket paths must stay within 108 bytes) for the harness's nodes.
+    pub work_dir: std::path::PathBuf,
+}
+
+pub struct Target {
+    pub client: kube::Client,
+    /// `None` where the suite cannot start the driver itself (a driver installed in a real
+    /// cluster); plugin-tier scenarios are skipped there.
+    pub plugin: Option<PluginAccess>,
+    pub cluster: ClusterFacts,
+    pub driver: DriverFacts,
+    /// Nodes that run the driver, in a stable order.
+    pub nodes: Vec<String>,
+    local: Option<Mutex<LocalCluster>>,
+}
+
+/// Label of the Nodes the plugin tier registers for its own driver instances.
+pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
+
+/// Why a disruption cannot be done on this target.
+pub const NEEDS_EMULATED_NODES: &str = "needs control over the nodes (driver and kubelet restarts, node removal), which only the local cluster's emulated nodes give";
+
+impl Target {
+    pub fn new(
+        client: kube::Client,
+        cluster: ClusterFacts,
+        driver: DriverFacts,
+        nodes: Vec<String>,
+        local: Option<LocalCluster>,
+        plugin: Option<PluginAccess>,
+    ) -> Target {
+        Target { client, plugin, cluster, driver, nodes, local: local.map(Mutex::new) }
+    }
+
+    /// Nodes that exist and carry slices of the driver, except the plugin tier's own, sorted:
+    /// what cluster-tier scenarios are pinned to. Read anew for each profile, because a
+    /// node-removal scenario takes one away.
+    pub async fn live_nodes(&self) -> Vec<String> {
+        use k8s_openapi::api::core::v1::Node;
+        use k8s_openapi::api::resource::v1::ResourceSlice;
+        use kube::api::{Api, ListParams};
+        let slices: Api<ResourceSlice> = Api::all(self.client.clone());
+        let lp = ListParams::default().fields(&format!("spec.driver={}", self.driver.name));
+        let mut names: Vec<String> = slices
+            .list(&lp)
+            .await
+            .map(|l| l.items.into_iter().filter_map(|s| s.spec.node_name).collect())
+            .unwrap_or_default();
+        names.sort();
+        names.dedup();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let mut live = Vec::new();
+        for n in names {
+            if let Ok(Some(node)) = nodes.get_opt(&n).await {
+                let plugin_tier = node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(PLUGIN_TIER_LABEL))
+                    || node.spec.and_then(|s| s.taints).into_iter().flatten().any(|t| t.key == PLUGIN_TIER_LABEL);
+                if !plugin_tier {
+                    live.push(n);
+                }
+            }
+        }
+        if live.is_empty() { self.nodes.clone() } else { live }
+    }
+
+    pub fn can_disrupt(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// The local cluster back, for teardown.
+    pub fn into_local(self) -> Option<LocalCluster> {
+        self.local.map(Mutex::into_inner)
+    }
+
+    async fn local(&self) -> Result<tokio::sync::MutexGuard<'_, LocalCluster>, String> {
+        match &self.local {
+            Some(l) => Ok(l.lock().await),
+            None => Err(NEEDS_EMULATED_NODES.into()),
+        }
+    }
+
+    /// Graceful stop and start of the driver's plugin on `node`; returns the downtime.
+    pub async fn restart_driver(&self, node: &str) -> Result<Duration, String> {
+        let mut local = self.local().await?;
+        let driver = local.driver_mut(node).ok_or_else(|| format!("no driver runs on {node}"))?;
+        let started = std::time::Instant::now();
+        driver.restart(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+        Ok(started.elapsed())
+    }
+
+    /// Stops and starts the emulated kubelet of `node` (its containers keep running).
+    pub async fn restart_kubelet(&self, node: &str) -> Result<(), String> {
+        let mut local = self.local().await?;
+        let n = local.node_mut(node).ok_or_else(|| format!("no emulated node {node}"))?;
+        n.restart_kubelet().await.map_err(|e| e.to_string())
+    }
+
+    /// Stops `node` and deletes its Node object.
+    pub async fn remove_node(&self, node: &str) -> Result<(), String> {
+        self.local().await?.remove_node(node).await.map_err(|e| e.to_string())
+    }
+
+    /// The driver's log tail on `node`, for evidence.
+    pub async fn driver_log(&self, node: &str, lines: usize) -> Option<String> {
+        let local = self.local.as_ref()?.lock().await;
+        local.drivers().iter().find(|d| d.node == node).map(|d| d.log_tail(lines))
+    }
+
+    /// The emulated kubelet's log tail on `node`, for evidence.
+    pub async fn kubelet_log(&self, node: &str, lines: usize) -> Option<String> {
+        let local = self.local.as_ref()?.lock().await;
+        let path = local.nodes().iter().find(|n| n.name() == node)?.log_path();
+        Some(dracheck_clusters::error::log_tail(&path, lines))
+    }
+
+    /// The kubelet's DRA checkpoint of `node` (claim UID → CDI device IDs), where it can be
+    /// read: the emulated node keeps it in its state dir as upstream kubelet does.
+    pub async fn prepared_claims(&self, node: &str) -> Option<Vec<(String, Vec<String>)>> {
+        let local = self.local.as_ref()?.lock().await;
+        let n = local.nodes().iter().find(|n| n.name() == node)?;
+        Some(n.prepared_claims())
+    }
+}

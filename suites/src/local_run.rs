@@ -1,0 +1,160 @@
+//! A conformance run on the embedded local cluster: bring the cluster up with emulated nodes
+//! and the driver on each, run the plan, tear down. `cargo xtask conformance` and the
+//! verdict-fidelity tests both go through here.
+
+use std::time::{Duration, Instant};
+
+use dracheck_clusters::local::{DriverSpec, Lifetime, Progress};
+use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions};
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, ListParams};
+
+use crate::adapters::Adapter;
+use crate::engine::target::PluginAccess;
+use crate::engine::{self, Filter, Plan, Target};
+use crate::profile::Profile;
+use crate::result::{ClusterFacts, DriverFacts, RunResult, SCHEMA_VERSION};
+use crate::scenarios;
+
+pub struct LocalRun {
+    pub adapter: Adapter,
+    pub profiles: Vec<(std::path::PathBuf, Profile)>,
+    pub filter: Filter,
+    pub nodes: usize,
+    pub cluster: LocalClusterOptions,
+    pub scenario_timeout: Duration,
+    /// Leave the cluster running: returned instead of stopped.
+    pub keep_cluster: bool,
+}
+
+/// Why a run gave no verdict: the cluster or the driver could not be brought up.
+#[derive(Debug)]
+pub struct NotUp {
+    pub exit_code: i32,
+    pub message: String,
+}
+
+impl From<ClusterError> for NotUp {
+    fn from(e: ClusterError) -> NotUp {
+        NotUp { exit_code: e.exit_code(), message: e.to_string() }
+    }
+}
+
+pub struct Finished {
+    pub result: RunResult,
+    /// The cluster, when `keep_cluster` asked for it.
+    pub kept: Option<LocalCluster>,
+}
+
+pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Finished, NotUp> {
+    let begun = Instant::now();
+    let started_at = dracheck_objects::now().to_string();
+    let opts = LocalClusterOptions {
+        lifetime: if cfg.keep_cluster { Lifetime::Detached } else { Lifetime::Attached },
+        progress: progress.clone(),
+        ..cfg.cluster
+    };
+    let cluster = bring_up(opts, cfg.nodes, &cfg.adapter.spec).await?;
+    let cluster_start = begun.elapsed();
+    let facts = ClusterFacts {
+        provider: "local".into(),
+        kubernetes_version: cluster.kubernetes_version().to_string(),
+        resource_api_versions: cluster.resource_api_versions().to_vec(),
+        feature_gates: cluster.info().feature_gates.clone(),
+        nodes: cluster.nodes().len(),
+    };
+    let driver = DriverFacts {
+        name: cfg.adapter.spec.name.clone(),
+        version: cfg.adapter.version.clone(),
+        artifact: cfg.adapter.spec.program.display().to_string(),
+    };
+    let access = PluginAccess {
+        adapter: cfg.adapter.clone(),
+        kubeconfig: cluster.kubeconfig().to_path_buf(),
+        // Short: the plugin tier's socket paths live under it.
+        work_dir: cluster.state_dir().join("p"),
+    };
+    let nodes = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
+    let target = Target::new(cluster.client(), facts.clone(), driver.clone(), nodes, Some(cluster), Some(access));
+    let plan = Plan {
+        driver_scenarios: scenarios::driver_scenarios(),
+        cluster_scenarios: scenarios::cluster_scenarios(),
+        profiles: cfg.profiles,
+        filter: cfg.filter,
+        run_id: run_id.to_string(),
+        scenario_timeout: cfg.scenario_timeout,
+    };
+    let say = |l: &str| progress.line(l);
+    let outcome = engine::run(&target, &plan, &say).await;
+
+    let teardown = Instant::now();
+    let local = target.into_local();
+    let kept = if cfg.keep_cluster {
+        local
+    } else {
+        if let Some(c) = local {
+            c.stop();
+        }
+        None
+    };
+    let mut timings = outcome.timings;
+    timings.insert("cluster-start".into(), cluster_start.as_secs_f64());
+    timings.insert("teardown".into(), teardown.elapsed().as_secs_f64());
+    let result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        dracheck_version: env!("CARGO_PKG_VERSION").into(),
+        started_at,
+        duration_seconds: begun.elapsed().as_secs_f64(),
+        cluster: facts,
+        driver,
+        driver_guarantees: outcome.driver_guarantees,
+        profiles: outcome.profiles,
+        timings,
+    };
+    Ok(Finished { result, kept })
+}
+
+/// The local cluster with `nodes` emulated nodes and the driver on each, ready once every
+/// node's slices are published.
+async fn bring_up(opts: LocalClusterOptions, nodes: usize, spec: &DriverSpec) -> Result<LocalCluster, NotUp> {
+    let mut cluster = LocalCluster::start(opts).await?;
+    cluster.add_nodes(nodes).await?;
+    cluster.start_driver(spec)?;
+    let slices: Api<ResourceSlice> = Api::all(cluster.client());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lp = ListParams::default().fields(&format!("spec.driver={}", spec.name));
+        let published: Vec<String> = slices
+            .list(&lp)
+            .await
+            .map(|l| l.items.into_iter().filter_map(|s| s.spec.node_name).collect())
+            .unwrap_or_default();
+        let missing: Vec<&str> =
+            cluster.nodes().iter().map(|n| n.name()).filter(|n| !published.iter().any(|p| p == n)).collect();
+        if missing.is_empty() {
+            return Ok(cluster);
+        }
+        if Instant::now() > deadline {
+            let tail = cluster
+                .drivers()
+                .iter()
+                .find(|d| missing.contains(&d.node.as_str()))
+                .map(|d| d.log_tail(15))
+                .unwrap_or_default();
+            return Err(NotUp {
+                exit_code: dracheck_clusters::EXIT_CLUSTER_DOWN,
+                message: format!(
+                    "the driver {} published no ResourceSlice for {missing:?} within 60s; its log:\n{tail}",
+                    spec.name
+                ),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Short, unique enough across runs on one cluster, valid in a namespace name.
+pub fn run_id() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    format!("{:06x}", (nanos ^ ((std::process::id() as u128) << 20)) & 0xff_ffff)
+}

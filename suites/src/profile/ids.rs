@@ -1,0 +1,74 @@
+//! The stable guarantee IDs. Reports, scenarios and profiles name guarantees only through
+//! these constants, so an ID is spelled in one place and a rename is a compile error.
+
+// allocation
+pub const CLAIM_COMPATIBLE_ALLOCATED: &str = "claim.compatible.allocated";
+pub const WORKLOAD_SEES_DEVICES: &str = "workload.sees-devices";
+
+// impossible
+pub const CLAIM_IMPOSSIBLE_UNKNOWN_CLASS: &str = "claim.impossible.unknown-class";
+pub const CLAIM_IMPOSSIBLE_SELECTOR: &str = "claim.impossible.selector";
+pub const CLAIM_IMPOSSIBLE_COUNT: &str = "claim.impossible.count";
+pub const CLAIM_IMPOSSIBLE_CAPACITY: &str = "claim.impossible.capacity";
+pub const CLAIM_IMPOSSIBLE_EXPLAINED: &str = "claim.impossible.explained";
+
+// isolation
+pub const ISOLATION_EXCLUSIVE: &str = "isolation.exclusive";
+pub const ISOLATION_SHARED: &str = "isolation.shared";
+
+// limits
+pub const LIMITS_MAX_DEVICES_PER_CLAIM: &str = "limits.max-devices-per-claim";
+
+// capacityRecovery
+pub const CAPACITY_RECOVERED: &str = "capacity.recovered";
+
+// retention
+pub const RETENTION_TEMPLATE_CLAIM_DELETED: &str = "retention.template-claim-deleted";
+pub const RETENTION_STANDALONE_CLAIM_DEALLOCATED: &str = "retention.standalone-claim-deallocated";
+pub const LIFECYCLE_UNPREPARED: &str = "lifecycle.unprepared";
+
+// driverRestart
+pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
+pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";
+pub const DRIVER_RESTART_SLICES_KEPT: &str = "driver.restart.slices-kept";
+
+// nodeRestart
+pub const NODE_RESTART_REPREPARED_IDEMPOTENTLY: &str = "node.restart.reprepared-idempotently";
+
+// nodeRemoval
+pub const NODE_REMOVAL_SLICES_GONE: &str = "node.removal.slices-gone";
+pub const NODE_REMOVAL_PODS_GONE: &str = "node.removal.pods-gone";
+pub const NODE_REMOVAL_CLAIMS_DEALLOCATED: &str = "node.removal.claims-deallocated";
+pub const NODE_REMOVAL_CAPACITY_ELSEWHERE: &str = "node.removal.capacity-elsewhere";
+
+// versions
+pub const VERSIONS_KUBERNETES: &str = "versions.kubernetes";
+pub const VERSIONS_DRIVER: &str = "versions.driver";
+
+/// Every profile guarantee ID, grouped by family in the order of `profiles/README.md`.
+pub const ALL: &[&str] = &[
+    CLAIM_COMPATIBLE_ALLOCATED,
+    WORKLOAD_SEES_DEVICES,
+    CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
+    CLAIM_IMPOSSIBLE_SELECTOR,
+    CLAIM_IMPOSSIBLE_COUNT,
+    CLAIM_IMPOSSIBLE_CAPACITY,
+    CLAIM_IMPOSSIBLE_EXPLAINED,
+    ISOLATION_EXCLUSIVE,
+    ISOLATION_SHARED,
+    LIMITS_MAX_DEVICES_PER_CLAIM,
+    CAPACITY_RECOVERED,
+    RETENTION_TEMPLATE_CLAIM_DELETED,
+    RETENTION_STANDALONE_CLAIM_DEALLOCATED,
+    LIFECYCLE_UNPREPARED,
+    DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
+    DRIVER_RESTART_NEW_CLAIMS_WORK,
+    DRIVER_RESTART_SLICES_KEPT,
+    NODE_RESTART_REPREPARED_IDEMPOTENTLY,
+    NODE_REMOVAL_SLICES_GONE,
+    NODE_REMOVAL_PODS_GONE,
+    NODE_REMOVAL_CLAIMS_DEALLOCATED,
+    NODE_REMOVAL_CAPACITY_ELSEWHERE,
+    VERSIONS_KUBERNETES,
+    VERSIONS_DRIVER,
+];

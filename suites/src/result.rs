@@ -1,0 +1,120 @@
+//! The result of a conformance run: one JSON document, schema-versioned, that every report,
+//! `compare` and `matrix` reads. Field names are stable; new fields are added, never renamed.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped when a reader of an older version could misread a document.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Skip,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Skip => "skip",
+        })
+    }
+}
+
+/// Something observed, kept so that a failure can be understood without re-running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub title: String,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuaranteeResult {
+    /// Stable ID, e.g. `claim.impossible.explained`.
+    pub id: String,
+    /// The scenario that checked it.
+    pub scenario: String,
+    pub verdict: Verdict,
+    /// Why it passed, failed or was skipped, in one sentence.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+    /// Measured durations in seconds, by name (e.g. `allocation`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub durations: BTreeMap<String, f64>,
+}
+
+/// What a claim of a profile actually got: compared across clusters, because the same
+/// profile name does not prove the same hardware.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatedDevice {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+    #[serde(default)]
+    pub capacity: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileResult {
+    pub name: String,
+    pub file: String,
+    pub device_class: String,
+    pub guarantees: Vec<GuaranteeResult>,
+    #[serde(default)]
+    pub allocated_devices: Vec<AllocatedDevice>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterFacts {
+    /// `local`, `kubeconfig`, …
+    pub provider: String,
+    pub kubernetes_version: String,
+    pub resource_api_versions: Vec<String>,
+    pub feature_gates: String,
+    pub nodes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverFacts {
+    pub name: String,
+    pub version: String,
+    /// The binary or image the driver ran from.
+    pub artifact: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema_version: u32,
+    pub dracheck_version: String,
+    /// RFC 3339.
+    pub started_at: String,
+    pub duration_seconds: f64,
+    pub cluster: ClusterFacts,
+    pub driver: DriverFacts,
+    /// Guarantees of the driver contract itself (plugin tier), independent of profiles.
+    pub driver_guarantees: Vec<GuaranteeResult>,
+    pub profiles: Vec<ProfileResult>,
+    /// Where the time went, in seconds: `cluster-start`, `scenario:<name>`, `teardown`.
+    #[serde(default)]
+    pub timings: BTreeMap<String, f64>,
+}
+
+impl RunResult {
+    /// Every guarantee result, driver-level first.
+    pub fn all(&self) -> impl Iterator<Item = &GuaranteeResult> {
+        self.driver_guarantees.iter().chain(self.profiles.iter().flat_map(|p| p.guarantees.iter()))
+    }
+
+    /// Whether every guarantee that ran held (skips do not count against it).
+    pub fn all_held(&self) -> bool {
+        self.all().all(|g| g.verdict != Verdict::Fail)
+    }
+}

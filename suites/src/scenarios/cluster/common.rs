@@ -1,0 +1,77 @@
+//! What several cluster-tier scenarios do: start a workload on a claim and check what it got.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::LogParams;
+
+use crate::engine::Ctx;
+
+/// The command of a workload that shows its environment (where CDI puts the devices) and
+/// then stays up.
+pub const SHOW_ENV_AND_WAIT: &str = "env | sort; sleep 3600";
+
+/// The device names allocated to a claim.
+pub fn device_names(claim: &ResourceClaim) -> Vec<String> {
+    Ctx::allocated(claim).into_iter().map(|(_, _, d)| d).collect()
+}
+
+/// Waits until the claim is allocated; returns it and the time it took.
+pub async fn allocated(ctx: &Ctx<'_>, claim: &str, timeout: Duration) -> Result<(ResourceClaim, Duration), String> {
+    ctx.wait_until(timeout, || ctx.get_claim(claim), |c| c.as_ref().is_some_and(|c| !Ctx::allocated(c).is_empty()))
+        .await
+        .map(|(c, d)| (c.expect("checked above"), d))
+        .map_err(|_| format!("claim {claim} was not allocated within {}s", timeout.as_secs()))
+}
+
+/// The claim a pod uses under its pod-level name (standalone or generated from a template).
+pub async fn claim_of(ctx: &Ctx<'_>, pod: &str) -> Option<String> {
+    let p: Pod = ctx.get_pod(pod).await?;
+    let spec = p.spec.as_ref()?.resource_claims.as_ref()?.first()?.clone();
+    spec.resource_claim_name
+        .or_else(|| p.status?.resource_claim_statuses?.into_iter().find(|s| s.name == spec.name)?.resource_claim_name)
+}
+
+pub async fn log(ctx: &Ctx<'_>, pod: &str) -> String {
+    ctx.api::<Pod>().logs(pod, &LogParams::default()).await.unwrap_or_else(|e| format!("(no log: {e})"))
+}
+
+/// Whether the workload `pod` sees exactly `devices`, by the driver adapter's reading of its
+/// log. `Ok(None)`: the suite knows no way to check it for this driver.
+pub async fn sees(ctx: &Ctx<'_>, pod: &str, devices: &[String]) -> Result<Option<String>, String> {
+    let Some(access) = ctx.target.plugin.as_ref() else { return Ok(None) };
+    let check = access.adapter.sees_devices;
+    // The log fills as the container starts; give it a few seconds.
+    let last = ctx.wait_until(Duration::from_secs(15), || log(ctx, pod), |l| check(l, devices).is_ok()).await;
+    match last {
+        Ok(_) => Ok(Some(format!("the workload sees exactly {devices:?}"))),
+        Err(l) => Err(check(&l, devices).err().unwrap_or_default()),
+    }
+}
+
+/// The reason and message of the pod's PodScheduled=False, waiting up to `timeout`.
+pub async fn wait_unschedulable(ctx: &Ctx<'_>, pod: &str, timeout: Duration) -> Option<(String, String)> {
+    ctx.wait_until(timeout, || ctx.unschedulable(pod), |u| u.is_some()).await.ok().and_then(|(u, _)| u)
+}
+
+pub fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// Waits until the pod runs (`Ok`) or the scheduler refuses it (`Err` with the message);
+/// `None` if neither happens within `timeout`.
+pub async fn runs_or_refused(ctx: &Ctx<'_>, pod: &str, timeout: Duration) -> Option<Result<(), String>> {
+    let decided = ctx
+        .wait_until(
+            timeout,
+            || async {
+                let running =
+                    ctx.get_pod(pod).await.and_then(|p| p.status).and_then(|s| s.phase).is_some_and(|p| p == "Running");
+                if running { Some(Ok(())) } else { ctx.unschedulable(pod).await.map(|(_, m)| Err(m)) }
+            },
+            |v| v.is_some(),
+        )
+        .await;
+    decided.ok().and_then(|(v, _)| v)
+}

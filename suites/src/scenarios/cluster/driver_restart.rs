@@ -1,0 +1,107 @@
+//! Driver restart: a running workload keeps its devices, the node's slices are not wiped by a
+//! quick restart, and claims made after the restart work.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::common::{allocated, device_names};
+use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::profile::ids;
+
+pub static SCENARIO: Scenario = Scenario {
+    name: "driver-restart",
+    tier: Tier::Cluster,
+    role: Role::Restarts,
+    guarantees: &[
+        ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
+        ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
+        ids::DRIVER_RESTART_SLICES_KEPT,
+    ],
+    disruptive: true,
+    run: crate::scenario_fn!(run),
+};
+
+async fn slice_uids(ctx: &Ctx<'_>) -> BTreeSet<String> {
+    ctx.slices_of(&ctx.node).await.into_iter().filter_map(|s| s.metadata.uid).collect()
+}
+
+async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+    let max_downtime = ctx.profile().guarantees.driver_restart.as_ref().map_or(10, |d| d.max_downtime_seconds);
+    ctx.phase("a workload before the restart");
+    ctx.create(&ctx.profile_claim("before")).await?;
+    ctx.create(&ctx.pod("before").claim("devices", "before").command("sleep 3600").build()).await?;
+    let (claim, _) = allocated(ctx, "before", Duration::from_secs(30)).await?;
+    ctx.wait_phase("before", "Running", Duration::from_secs(60)).await?;
+    let devices = device_names(&claim);
+    let slices_before = slice_uids(ctx).await;
+
+    ctx.phase(&format!("restarting the driver on {}", ctx.node));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let restart = async {
+        let r = ctx.target.restart_driver(&ctx.node).await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        r
+    };
+    let watching = async {
+        // Any moment without the slices counts, not only the state after the restart; and
+        // the driver gets a few seconds after it is back to rewrite what it wants to.
+        let mut vanished = false;
+        let mut after = 0;
+        while after < 15 {
+            if slice_uids(ctx).await.is_empty() {
+                vanished = true;
+            }
+            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                after += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        vanished
+    };
+    let (downtime, vanished) = tokio::join!(restart, watching);
+    let downtime = downtime?;
+    if downtime.as_secs() > max_downtime {
+        return Err(format!(
+            "the restart took {:.1}s, more than the profile's {max_downtime}s",
+            downtime.as_secs_f64()
+        ));
+    }
+    let slices_after = slice_uids(ctx).await;
+    ctx.check(
+        ids::DRIVER_RESTART_SLICES_KEPT,
+        !vanished && !slices_before.is_empty() && slices_after == slices_before,
+        format!("the node's {} slice(s) stayed in place across a {:.1}s restart", slices_before.len(), downtime.as_secs_f64()),
+        format!("the slices changed across the restart (gone meanwhile: {vanished}, before {slices_before:?}, after {slices_after:?})"),
+        Vec::new(),
+    );
+
+    let pod = ctx.get_pod("before").await;
+    let status = pod.as_ref().and_then(|p| p.status.clone()).unwrap_or_default();
+    let restarts: i32 = status.container_statuses.iter().flatten().map(|c| c.restart_count).sum();
+    let still = ctx.get_claim("before").await.map(|c| device_names(&c)).unwrap_or_default();
+    ctx.check(
+        ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
+        status.phase.as_deref() == Some("Running") && restarts == 0 && still == devices,
+        format!("the workload kept running on {devices:?}"),
+        format!(
+            "after the restart the pod is {:?} with {restarts} restart(s), its claim has {still:?} (had {devices:?})",
+            status.phase
+        ),
+        ctx.evidence("before").await,
+    );
+
+    // The new claim must not depend on free devices besides the old one's.
+    ctx.delete_pod("before", Duration::from_secs(60)).await?;
+    let _ = ctx.api::<k8s_openapi::api::resource::v1::ResourceClaim>().delete("before", &Default::default()).await;
+    ctx.phase("a new claim after the restart");
+    ctx.create(&ctx.profile_claim("after")).await?;
+    ctx.create(&ctx.pod("after").claim("devices", "after").command("sleep 3600").build()).await?;
+    match ctx.wait_phase("after", "Running", Duration::from_secs(60)).await {
+        Ok(took) => ctx.pass(
+            ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
+            format!("a pod created after the restart ran in {:.1}s", took.as_secs_f64()),
+        ),
+        Err(e) => ctx.fail(ids::DRIVER_RESTART_NEW_CLAIMS_WORK, e, ctx.evidence("after").await),
+    }
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! Requests that cannot be met: the pod stays Pending with `PodScheduled=False` reason
+//! `Unschedulable`, the claim stays unallocated, the message names the cause, and once the
+//! request is fixed the pod schedules.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{CELDeviceSelector, DeviceSelector, ResourceClaim, ResourceSlice};
+use kube::api::{Api, DeleteParams, ListParams};
+
+use super::common::{allocated, wait_unschedulable};
+use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::profile::{ImpossibleVariant, ids};
+
+pub static SCENARIO: Scenario = Scenario {
+    name: "impossible",
+    tier: Tier::Cluster,
+    role: Role::General,
+    guarantees: &[
+        ids::CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
+        ids::CLAIM_IMPOSSIBLE_SELECTOR,
+        ids::CLAIM_IMPOSSIBLE_COUNT,
+        ids::CLAIM_IMPOSSIBLE_CAPACITY,
+        ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+    ],
+    disruptive: false,
+    run: crate::scenario_fn!(run),
+};
+
+const MISSING_CLASS: &str = "dracheck-no-such-class";
+
+async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+    let variants = ctx.profile().guarantees.impossible.as_ref().map(|i| i.variants.clone()).unwrap_or_default();
+    let mut explained = Vec::new();
+    for (i, variant) in variants.iter().enumerate() {
+        let (id, what) = match variant {
+            ImpossibleVariant::UnknownClass => (ids::CLAIM_IMPOSSIBLE_UNKNOWN_CLASS, "an unknown DeviceClass"),
+            ImpossibleVariant::SelectorMatchesNothing => {
+                (ids::CLAIM_IMPOSSIBLE_SELECTOR, "a selector no device matches")
+            }
+            ImpossibleVariant::CountAboveInventory => {
+                (ids::CLAIM_IMPOSSIBLE_COUNT, "more devices than the cluster has")
+            }
+            ImpossibleVariant::CapacityTooLarge => {
+                (ids::CLAIM_IMPOSSIBLE_CAPACITY, "more capacity than any device has")
+            }
+        };
+        ctx.phase(&format!("asking for {what}"));
+        let name = format!("impossible-{i}");
+        let Some(claim) = impossible_claim(ctx, variant, &name).await? else {
+            ctx.skip(id, "the driver publishes no capacity to ask too much of");
+            continue;
+        };
+        ctx.create(&claim).await?;
+        ctx.create(&ctx.pod(&name).claim("devices", &name).command("sleep 3600").build()).await?;
+        let verdict = wait_unschedulable(ctx, &name, Duration::from_secs(30)).await;
+        let still_unallocated = ctx.get_claim(&name).await.is_some_and(|c| Ctx::allocated(&c).is_empty());
+        match verdict {
+            Some((reason, message)) if reason == "Unschedulable" && still_unallocated => {
+                ctx.pass(id, format!("Pending, Unschedulable: {message}"));
+                explained.push((*variant, name, message));
+            }
+            Some((reason, message)) => ctx.fail(
+                id,
+                format!("PodScheduled=False with reason {reason} (claim allocated: {}): {message}", !still_unallocated),
+                ctx.evidence(&name).await,
+            ),
+            None => {
+                ctx.fail(id, format!("{what} did not make the pod unschedulable within 30s"), ctx.evidence(&name).await)
+            }
+        }
+    }
+    if variants.is_empty() {
+        return Ok(());
+    }
+    check_explained(ctx, &explained, variants.len()).await
+}
+
+/// The message must name the cause where the scheduler can know it (the missing class), and
+/// fixing the request must let the pod schedule: the verdict was about the request, not the
+/// cluster.
+async fn check_explained(
+    ctx: &Ctx<'_>,
+    cases: &[(ImpossibleVariant, String, String)],
+    total: usize,
+) -> Result<(), String> {
+    if cases.len() < total {
+        ctx.fail(
+            ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+            "not every impossible request was refused, so there is nothing to explain",
+            Vec::new(),
+        );
+        return Ok(());
+    }
+    for (variant, name, message) in cases {
+        if matches!(variant, ImpossibleVariant::UnknownClass) && !message.contains(MISSING_CLASS) {
+            ctx.fail(
+                ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+                format!("the message does not name the missing class: {message}"),
+                Vec::new(),
+            );
+        }
+        if message.trim().is_empty() {
+            ctx.fail(
+                ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+                format!("pod {name} is unschedulable without a message"),
+                Vec::new(),
+            );
+        }
+        // The fix: the same pod with a claim of the profile's own shape.
+        ctx.phase(&format!("fixing {name}"));
+        let _ = ctx
+            .api::<Pod>()
+            .delete(name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() })
+            .await;
+        let _ = ctx.api::<ResourceClaim>().delete(name, &DeleteParams::default()).await;
+        ctx.wait_until(Duration::from_secs(30), || ctx.get_pod(name), |p| p.is_none())
+            .await
+            .map_err(|_| format!("pod {name} was not deleted"))?;
+        let fixed = format!("{name}-fixed");
+        ctx.create(&ctx.profile_claim(&fixed)).await?;
+        ctx.create(&ctx.pod(&fixed).claim("devices", &fixed).command("sleep 3600").build()).await?;
+        if let Err(e) = allocated(ctx, &fixed, Duration::from_secs(30)).await {
+            ctx.fail(
+                ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+                format!("after fixing the request of {name}: {e}"),
+                ctx.evidence(&fixed).await,
+            );
+        }
+        let _ = ctx.delete_pod(&fixed, Duration::from_secs(30)).await;
+        let _ = ctx.api::<ResourceClaim>().delete(&fixed, &DeleteParams::default()).await;
+    }
+    if !ctx.is_recorded(ids::CLAIM_IMPOSSIBLE_EXPLAINED) {
+        ctx.pass(
+            ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+            format!("{total} impossible request(s) refused with a message, and each scheduled once fixed"),
+        );
+    }
+    Ok(())
+}
+
+/// The profile's claim bent into `variant`; `None` when the variant cannot be built here.
+async fn impossible_claim(
+    ctx: &Ctx<'_>,
+    variant: &ImpossibleVariant,
+    name: &str,
+) -> Result<Option<ResourceClaim>, String> {
+    let mut claim = ctx.profile_claim(name);
+    let driver = ctx.target.driver.name.clone();
+    let requests = claim
+        .spec
+        .as_mut()
+        .and_then(|s| s.devices.as_mut())
+        .and_then(|d| d.requests.as_mut())
+        .ok_or("the profile's claim has no requests")?;
+    let exact = requests[0].exactly.as_mut().ok_or("the profile's first request is not an exact request")?;
+    let add_selector = |exact: &mut k8s_openapi::api::resource::v1::ExactDeviceRequest, cel: String| {
+        exact
+            .selectors
+            .get_or_insert_default()
+            .push(DeviceSelector { cel: Some(CELDeviceSelector { expression: cel }) });
+    };
+    match variant {
+        ImpossibleVariant::UnknownClass => exact.device_class_name = MISSING_CLASS.into(),
+        ImpossibleVariant::SelectorMatchesNothing => {
+            add_selector(exact, format!("device.driver == {:?}", format!("{driver}.invalid")))
+        }
+        ImpossibleVariant::CountAboveInventory => exact.count = Some(inventory_size(ctx).await + 1),
+        ImpossibleVariant::CapacityTooLarge => {
+            let Some((capacity, max)) = largest_capacity(ctx).await else { return Ok(None) };
+            let cel = format!("device.capacity[{driver:?}].{capacity}.compareTo(quantity(\"{}\")) >= 0", max * 2);
+            add_selector(exact, cel);
+        }
+    }
+    Ok(Some(claim))
+}
+
+async fn driver_slices(ctx: &Ctx<'_>) -> Vec<ResourceSlice> {
+    let api: Api<ResourceSlice> = Api::all(ctx.client());
+    let lp = ListParams::default().fields(&format!("spec.driver={}", ctx.target.driver.name));
+    api.list(&lp).await.map(|l| l.items).unwrap_or_default()
+}
+
+/// Every device the driver publishes, on all nodes.
+async fn inventory_size(ctx: &Ctx<'_>) -> i64 {
+    driver_slices(ctx).await.iter().map(|s| s.spec.devices.as_ref().map_or(0, |d| d.len() as i64)).sum()
+}
+
+/// A capacity the driver publishes and its largest value in bytes-like units.
+async fn largest_capacity(ctx: &Ctx<'_>) -> Option<(String, u128)> {
+    let mut best: Option<(String, u128)> = None;
+    for s in driver_slices(ctx).await {
+        for d in s.spec.devices.into_iter().flatten() {
+            for (name, cap) in d.capacity.into_iter().flatten() {
+                let Some(v) = parse_quantity(&cap.value.0) else { continue };
+                if best.as_ref().is_none_or(|(_, b)| v > *b) && !name.contains('/') {
+                    best = Some((name, v));
+                }
+            }
+        }
+    }
+    best
+}
+
+/// A Kubernetes quantity as an integer (binary and decimal suffixes; fractions dropped).
+fn parse_quantity(q: &str) -> Option<u128> {
+    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let n: u128 = num.parse().ok()?;
+    let factor: u128 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        _ => return None,
+    };
+    Some(n * factor)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quantities() {
+        assert_eq!(super::parse_quantity("80Gi"), Some(80 << 30));
+        assert_eq!(super::parse_quantity("3"), Some(3));
+        assert_eq!(super::parse_quantity("2k"), Some(2000));
+        assert_eq!(super::parse_quantity("1.5Gi"), None);
+    }
+}

@@ -1,0 +1,125 @@
+//! Claim lifecycle and retention: a template claim is deleted when its pod is done; a
+//! standalone claim is kept but loses its reservation and allocation; the kubelet undid the
+//! preparation (unprepare was called).
+
+use std::time::Duration;
+
+use super::common::claim_of;
+use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::profile::ids;
+
+pub static SCENARIO: Scenario = Scenario {
+    name: "lifecycle",
+    tier: Tier::Cluster,
+    role: Role::General,
+    guarantees: &[
+        ids::RETENTION_TEMPLATE_CLAIM_DELETED,
+        ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
+        ids::LIFECYCLE_UNPREPARED,
+    ],
+    disruptive: false,
+    run: crate::scenario_fn!(run),
+};
+
+const DONE: Duration = Duration::from_secs(60);
+
+async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+    ctx.phase("a short job on a template claim and one on a standalone claim");
+    let mut template = dracheck_objects::claim_template(&ctx.ns, "job", ctx.profile().class_name(), 1, &[]);
+    template.spec.get_or_insert_default().spec = Some(ctx.profile().claim_spec());
+    ctx.create(&template).await?;
+    ctx.create(&ctx.pod("templated").claim_from_template("devices", "job").command("sleep 1").build()).await?;
+    ctx.create(&ctx.profile_claim("standalone")).await?;
+    ctx.create(&ctx.pod("direct").claim("devices", "standalone").command("sleep 1").build()).await?;
+
+    let mut claim_uids = Vec::new();
+    for pod in ["templated", "direct"] {
+        // The generated claim's name is known once the controller made it.
+        let name = ctx
+            .wait_until(Duration::from_secs(30), || claim_of(ctx, pod), |n| n.is_some())
+            .await
+            .ok()
+            .and_then(|(n, _)| n);
+        if let Some(uid) = match &name {
+            Some(n) => ctx.get_claim(n).await.and_then(|c| c.metadata.uid),
+            None => None,
+        } {
+            claim_uids.push(uid);
+        }
+        if let Err(e) = ctx.wait_phase(pod, "Succeeded", DONE).await {
+            let evidence = ctx.evidence(pod).await;
+            let id = if pod == "templated" {
+                ids::RETENTION_TEMPLATE_CLAIM_DELETED
+            } else {
+                ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED
+            };
+            ctx.fail(id, e, evidence);
+            continue;
+        }
+        let Some(name) = name else { continue };
+        if pod == "templated" {
+            let gone = ctx.wait_until(DONE, || ctx.get_claim(&name), |c| c.is_none()).await;
+            match gone {
+                Ok((_, took)) => ctx.pass(
+                    ids::RETENTION_TEMPLATE_CLAIM_DELETED,
+                    format!("generated claim {name} deleted {:.1}s after the pod ended", took.as_secs_f64()),
+                ),
+                Err(_) => ctx.fail(
+                    ids::RETENTION_TEMPLATE_CLAIM_DELETED,
+                    format!("generated claim {name} still exists {}s after its pod ended", DONE.as_secs()),
+                    ctx.evidence(pod).await,
+                ),
+            }
+        } else {
+            let released = |c: &Option<k8s_openapi::api::resource::v1::ResourceClaim>| {
+                c.as_ref().is_some_and(|c| {
+                    let s = c.status.clone().unwrap_or_default();
+                    s.allocation.is_none() && s.reserved_for.is_none_or(|r| r.is_empty())
+                })
+            };
+            match ctx.wait_until(DONE, || ctx.get_claim(&name), released).await {
+                Ok(_) => ctx.pass(
+                    ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
+                    "the standalone claim is kept, with reservedFor empty and no allocation",
+                ),
+                Err(c) => {
+                    let why = match c {
+                        None => "the standalone claim was deleted; it must be kept".to_string(),
+                        Some(_) => format!(
+                            "the standalone claim still has a reservation or allocation {}s after its pod ended",
+                            DONE.as_secs()
+                        ),
+                    };
+                    ctx.fail(ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED, why, ctx.evidence(pod).await);
+                }
+            }
+        }
+    }
+
+    ctx.phase("checking that the kubelet unprepared both claims");
+    let id = ids::LIFECYCLE_UNPREPARED;
+    if ctx.target.prepared_claims(&ctx.node).await.is_none() {
+        ctx.skip(id, "the kubelet's DRA checkpoint can only be read on the local cluster's emulated nodes");
+        return Ok(());
+    }
+    let still = ctx
+        .wait_until(
+            Duration::from_secs(30),
+            || async { ctx.target.prepared_claims(&ctx.node).await.unwrap_or_default() },
+            |prepared| !prepared.iter().any(|(uid, _)| claim_uids.contains(uid)),
+        )
+        .await;
+    match still {
+        Ok(_) if claim_uids.len() == 2 => {
+            ctx.pass(id, "NodeUnprepareResources succeeded for both claims once their pods ended")
+        }
+        Ok(_) => ctx.fail(id, "the claims of the jobs could not be identified", Vec::new()),
+        Err(prepared) => {
+            let left: Vec<_> = prepared.into_iter().filter(|(uid, _)| claim_uids.contains(uid)).collect();
+            let mut evidence = ctx.evidence("direct").await;
+            evidence.extend(ctx.evidence("templated").await);
+            ctx.fail(id, format!("still prepared on {} 30s after the pods ended: {left:?}", ctx.node), evidence);
+        }
+    }
+    Ok(())
+}

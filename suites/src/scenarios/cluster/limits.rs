@@ -1,0 +1,57 @@
+//! The profile's limit: a claim for the maximum number of devices per claim is allocated and
+//! its workload runs.
+
+use std::time::Duration;
+
+use super::common::{allocated, device_names};
+use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::profile::ids;
+
+pub static SCENARIO: Scenario = Scenario {
+    name: "limits",
+    tier: Tier::Cluster,
+    role: Role::General,
+    guarantees: &[ids::LIMITS_MAX_DEVICES_PER_CLAIM],
+    disruptive: false,
+    run: crate::scenario_fn!(run),
+};
+
+async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+    let id = ids::LIMITS_MAX_DEVICES_PER_CLAIM;
+    let max = ctx
+        .profile()
+        .guarantees
+        .limits
+        .as_ref()
+        .map(|l| l.max_devices_per_claim)
+        .ok_or("the profile sets no limits")?;
+    ctx.phase(&format!("a claim for {max} devices"));
+    let mut claim = ctx.profile_claim("at-limit");
+    if let Some(exact) = claim
+        .spec
+        .as_mut()
+        .and_then(|s| s.devices.as_mut())
+        .and_then(|d| d.requests.as_mut())
+        .and_then(|r| r[0].exactly.as_mut())
+    {
+        exact.count = Some(max);
+    }
+    ctx.create(&claim).await?;
+    ctx.create(&ctx.pod("at-limit").claim("devices", "at-limit").command("sleep 3600").build()).await?;
+    match allocated(ctx, "at-limit", Duration::from_secs(30)).await {
+        Ok((c, _)) if device_names(&c).len() == max as usize => {
+            match ctx.wait_phase("at-limit", "Running", Duration::from_secs(30)).await {
+                Ok(_) => ctx.pass(id, format!("a claim for {max} devices got {:?} and runs", device_names(&c))),
+                Err(e) => ctx.fail(id, e, ctx.evidence("at-limit").await),
+            }
+        }
+        Ok((c, _)) => {
+            ctx.fail(id, format!("asked for {max}, got {:?}", device_names(&c)), ctx.evidence("at-limit").await)
+        }
+        Err(e) => {
+            let message = ctx.unschedulable("at-limit").await.map(|(_, m)| m).unwrap_or_default();
+            ctx.fail(id, format!("{e}: {message}"), ctx.evidence("at-limit").await)
+        }
+    }
+    Ok(())
+}

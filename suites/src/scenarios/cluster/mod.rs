@@ -1,0 +1,31 @@
+//! Cluster-tier scenarios: the real scheduler and controllers, workloads in pods.
+
+mod common;
+mod compatible;
+mod driver_restart;
+mod exhaustion;
+mod impossible;
+mod isolation;
+mod lifecycle;
+mod limits;
+mod node_removal;
+mod node_restart;
+mod versions;
+
+use crate::engine::Scenario;
+
+/// In run order within a node role; roles run side by side.
+pub fn all() -> Vec<&'static Scenario> {
+    vec![
+        &versions::SCENARIO,
+        &compatible::SCENARIO,
+        &impossible::SCENARIO,
+        &isolation::SCENARIO,
+        &limits::SCENARIO,
+        &lifecycle::SCENARIO,
+        &exhaustion::SCENARIO,
+        &driver_restart::SCENARIO,
+        &node_restart::SCENARIO,
+        &node_removal::SCENARIO,
+    ]
+}

@@ -1,0 +1,7 @@
+//! Plugin-tier scenarios (being written).
+
+use crate::engine::Scenario;
+
+pub fn all() -> Vec<&'static Scenario> {
+    Vec::new()
+}

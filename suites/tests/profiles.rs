@@ -1,0 +1,605 @@
+//! Device profiles: the shipped ones load with the expected guarantees and claim shape, bad
+//! profiles are refused with file, line and field, and `--profile` arguments resolve. No
+//! cluster needed.
+
+use std::path::{Path, PathBuf};
+
+use dracheck_suites::profile::{
+    self, ClassSource, ImpossibleVariant, IsolationMode, ProfileError, Version, VersionReq, ids,
+};
+
+const MOCK: &str = "gpu.mock.dracheck.io";
+
+fn shipped(name: &str) -> profile::Profile {
+    let path = profile::resolve(name, "mock").unwrap_or_else(|e| panic!("{e}"));
+    profile::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn both_mock_profiles_ship_and_are_found_by_name() {
+    let names: Vec<String> =
+        profile::shipped("mock").iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["standard-inference", "training-intensive"]);
+    for path in profile::shipped("mock") {
+        let p = profile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.metadata.name, path.file_stem().unwrap().to_string_lossy(), "name matches the file");
+        assert_eq!(p.driver, MOCK);
+        assert!(!p.metadata.description.is_empty());
+        p.check_driver(MOCK).unwrap();
+    }
+    assert!(profile::shipped("no-such-driver").is_empty());
+}
+
+#[test]
+fn standard_inference_publishes_every_family() {
+    let p = shipped("standard-inference");
+    assert_eq!(p.class_name(), "mock-inference");
+    assert_eq!(
+        p.guarantee_ids(),
+        [
+            ids::CLAIM_COMPATIBLE_ALLOCATED,
+            ids::WORKLOAD_SEES_DEVICES,
+            ids::CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
+            ids::CLAIM_IMPOSSIBLE_SELECTOR,
+            ids::CLAIM_IMPOSSIBLE_COUNT,
+            ids::CLAIM_IMPOSSIBLE_CAPACITY,
+            ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+            ids::ISOLATION_EXCLUSIVE,
+            ids::LIMITS_MAX_DEVICES_PER_CLAIM,
+            ids::CAPACITY_RECOVERED,
+            ids::RETENTION_TEMPLATE_CLAIM_DELETED,
+            ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
+            ids::LIFECYCLE_UNPREPARED,
+            ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
+            ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
+            ids::DRIVER_RESTART_SLICES_KEPT,
+            ids::NODE_RESTART_REPREPARED_IDEMPOTENTLY,
+            ids::NODE_REMOVAL_SLICES_GONE,
+            ids::NODE_REMOVAL_PODS_GONE,
+            ids::NODE_REMOVAL_CLAIMS_DEALLOCATED,
+            ids::NODE_REMOVAL_CAPACITY_ELSEWHERE,
+            ids::VERSIONS_KUBERNETES,
+            ids::VERSIONS_DRIVER,
+        ]
+    );
+    // Every family: the IDs are all of ids::ALL except the other isolation mode.
+    let all: Vec<&str> = ids::ALL.iter().copied().filter(|id| *id != ids::ISOLATION_SHARED).collect();
+    assert_eq!(p.guarantee_ids(), all);
+
+    let g = &p.guarantees;
+    assert_eq!(g.allocation.as_ref().unwrap().within_seconds, 30);
+    assert_eq!(g.impossible.as_ref().unwrap().variants, ImpossibleVariant::ALL);
+    assert_eq!(g.isolation.as_ref().unwrap().mode, IsolationMode::Exclusive);
+    assert_eq!(g.limits.as_ref().unwrap().max_devices_per_claim, 2);
+    assert_eq!(g.capacity_recovery.as_ref().unwrap().within().as_secs(), 30);
+    assert_eq!(g.driver_restart.as_ref().unwrap().max_downtime_seconds, 10);
+    let versions = g.versions.as_ref().unwrap();
+    assert!(versions.kubernetes.as_ref().unwrap().matches("v1.37.2"));
+    assert!(versions.driver.as_ref().unwrap().matches("0.1.0"));
+
+    assert_eq!(p.total_devices(), 1);
+    let devices = p.claim_spec().devices.unwrap();
+    let requests = devices.requests.unwrap();
+    assert_eq!(requests.len(), 1);
+    let exact = requests[0].exactly.as_ref().unwrap();
+    assert_eq!(exact.device_class_name, "mock-inference");
+    assert_eq!(exact.allocation_mode.as_deref(), Some("ExactCount"));
+    assert_eq!(exact.count, Some(1));
+    let selector = &exact.selectors.as_ref().unwrap()[0];
+    assert!(selector.cel.as_ref().unwrap().expression.contains("quantity(\"20Gi\")"));
+    assert!(devices.constraints.is_none());
+    assert!(devices.config.is_none());
+
+    let class = p.device_class().expect("an inline class");
+    assert_eq!(class.metadata.name.as_deref(), Some("mock-inference"));
+    let labels = class.metadata.labels.unwrap();
+    assert_eq!(labels[dracheck_objects::MANAGED_BY.0], dracheck_objects::MANAGED_BY.1);
+    let expressions: Vec<String> =
+        class.spec.unwrap().selectors.unwrap().into_iter().map(|s| s.cel.unwrap().expression).collect();
+    assert!(expressions.iter().any(|e| e.contains(r#".model == "l4""#)), "{expressions:?}");
+}
+
+#[test]
+fn training_intensive_asks_for_two_matching_a100s() {
+    let p = shipped("training-intensive");
+    assert_eq!(p.class_name(), "mock-training");
+    assert_eq!(
+        p.guarantee_ids(),
+        [
+            ids::CLAIM_COMPATIBLE_ALLOCATED,
+            ids::WORKLOAD_SEES_DEVICES,
+            ids::CLAIM_IMPOSSIBLE_SELECTOR,
+            ids::CLAIM_IMPOSSIBLE_COUNT,
+            ids::CLAIM_IMPOSSIBLE_CAPACITY,
+            ids::CLAIM_IMPOSSIBLE_EXPLAINED,
+            ids::ISOLATION_EXCLUSIVE,
+            ids::LIMITS_MAX_DEVICES_PER_CLAIM,
+            ids::CAPACITY_RECOVERED,
+            ids::RETENTION_TEMPLATE_CLAIM_DELETED,
+            ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
+            ids::LIFECYCLE_UNPREPARED,
+            ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
+            ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
+            ids::DRIVER_RESTART_SLICES_KEPT,
+            ids::NODE_RESTART_REPREPARED_IDEMPOTENTLY,
+            ids::VERSIONS_KUBERNETES,
+            ids::VERSIONS_DRIVER,
+        ]
+    );
+    assert_eq!(p.guarantees.allocation.as_ref().unwrap().within().as_secs(), 60);
+    assert!(p.guarantees.node_removal.is_none());
+    assert_eq!(p.total_devices(), 2);
+    let devices = p.claim_spec().devices.unwrap();
+    let exact = devices.requests.as_ref().unwrap()[0].exactly.clone().unwrap();
+    assert_eq!((exact.device_class_name.as_str(), exact.count), ("mock-training", Some(2)));
+    let constraints = devices.constraints.unwrap();
+    assert_eq!(constraints.len(), 1);
+    assert_eq!(constraints[0].requests.as_deref(), Some(&["gpus".to_string()][..]));
+    assert_eq!(constraints[0].match_attribute.as_deref(), Some("gpu.mock.dracheck.io/model"));
+    let class = p.device_class().unwrap().spec.unwrap();
+    let text = serde_json::to_string(&class).unwrap();
+    assert!(text.contains(r#"model == \"a100\""#), "{text}");
+}
+
+#[test]
+fn the_claim_spec_serializes_to_the_shape_the_apiserver_expects() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = BASE
+        .replace("      selectors: [\"true\"]\n", "      selectors: [\"true\"]\n      capacity: {memory: 20Gi}\n")
+        .replace("guarantees:\n", "  config: {sharing: {strategy: TimeSlicing}}\nguarantees:\n");
+    let p = profile::load(&write(dir.path(), "shape.yaml", &text)).unwrap_or_else(|e| panic!("{e}"));
+    let json = serde_json::to_value(p.claim_spec()).unwrap();
+    let expected = serde_json::json!({
+        "devices": {
+            "requests": [{
+                "name": "gpu",
+                "exactly": {
+                    "deviceClassName": "test-class",
+                    "allocationMode": "ExactCount",
+                    "count": 1,
+                    "selectors": [{"cel": {"expression": "true"}}],
+                    "capacity": {"requests": {"memory": "20Gi"}},
+                },
+            }],
+            "constraints": [{"requests": ["gpu"], "matchAttribute": "gpu.mock.dracheck.io/model"}],
+            "config": [{"opaque": {"driver": MOCK, "parameters": {"sharing": {"strategy": "TimeSlicing"}}}}],
+        }
+    });
+    assert_eq!(json, expected, "{json:#}");
+}
+
+#[test]
+fn an_existing_class_is_named_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = BASE.replace(
+        "  name: test-class\n  spec:\n    selectors:\n      - cel:\n          expression: device.driver == \"gpu.mock.dracheck.io\"\n",
+        "  existing: gpu.mock.dracheck.io\n",
+    );
+    let p = profile::load(&write(dir.path(), "existing.yaml", &text)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.device_class, ClassSource::Existing { name: MOCK.into() });
+    assert_eq!(p.class_name(), MOCK);
+    assert!(p.device_class().is_none());
+    let spec = p.claim_spec();
+    assert_eq!(spec.devices.unwrap().requests.unwrap()[0].exactly.as_ref().unwrap().device_class_name, MOCK);
+}
+
+/// A valid profile the invalid cases below change one thing in.
+const BASE: &str = r#"apiVersion: dracheck.io/v1alpha1
+kind: DeviceProfile
+metadata:
+  name: test
+  description: a test profile
+driver: gpu.mock.dracheck.io
+deviceClass:
+  name: test-class
+  spec:
+    selectors:
+      - cel:
+          expression: device.driver == "gpu.mock.dracheck.io"
+claim:
+  requests:
+    - name: gpu
+      count: 1
+      selectors: ["true"]
+  constraints:
+    - requests: [gpu]
+      matchAttribute: gpu.mock.dracheck.io/model
+guarantees:
+  allocation:
+    withinSeconds: 30
+  limits:
+    maxDevicesPerClaim: 2
+  versions:
+    kubernetes: ">=1.34"
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The 1-based line on which `needle` starts in `text`.
+fn line_of(text: &str, needle: &str) -> u64 {
+    let at = text.find(needle).unwrap_or_else(|| panic!("{needle:?} not in the case's text"));
+    text[..at].matches('\n').count() as u64 + 1
+}
+
+#[test]
+fn the_base_profile_of_the_invalid_cases_is_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile::load(&write(dir.path(), "base.yaml", BASE)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        p.guarantee_ids(),
+        [
+            ids::CLAIM_COMPATIBLE_ALLOCATED,
+            ids::WORKLOAD_SEES_DEVICES,
+            ids::LIMITS_MAX_DEVICES_PER_CLAIM,
+            ids::VERSIONS_KUBERNETES
+        ]
+    );
+}
+
+#[test]
+fn invalid_profiles_name_the_file_the_line_and_the_field() {
+    struct Case {
+        what: &'static str,
+        from: &'static str,
+        to: &'static str,
+        /// Where the error must point: the line on which this text starts.
+        at: &'static str,
+        field: &'static str,
+        message: &'static str,
+    }
+    let cases = [
+        Case {
+            what: "a string where seconds belong",
+            from: "withinSeconds: 30",
+            to: "withinSeconds: fast",
+            at: "withinSeconds: fast",
+            field: "guarantees.allocation.withinSeconds",
+            message: "invalid type: string \"fast\", expected a whole number of seconds",
+        },
+        Case {
+            what: "zero seconds",
+            from: "withinSeconds: 30",
+            to: "withinSeconds: 0",
+            at: "withinSeconds: 0",
+            field: "guarantees.allocation.withinSeconds",
+            message: "at least 1",
+        },
+        Case {
+            what: "an unknown guarantee parameter",
+            from: "withinSeconds: 30",
+            to: "withinSecs: 30",
+            at: "withinSecs",
+            field: "guarantees.allocation.withinSecs",
+            message: "withinSecs",
+        },
+        Case {
+            what: "an unknown guarantee family",
+            from: "  limits:\n",
+            to: "  speed: {}\n  limits:\n",
+            at: "speed",
+            field: "guarantees.speed",
+            message: "speed",
+        },
+        Case {
+            what: "an unknown field of the inline class spec",
+            from: "      - cel:\n",
+            to: "      - cell:\n",
+            at: "cell",
+            field: "deviceClass.spec.selectors[0].cell",
+            message: "cell",
+        },
+        Case {
+            what: "a wrongly typed field of the inline class spec",
+            from: "expression: device.driver == \"gpu.mock.dracheck.io\"",
+            to: "expression: [a, b]",
+            at: "expression: [a, b]",
+            field: "deviceClass.spec.selectors[0].cel.expression",
+            message: "invalid type",
+        },
+        Case {
+            what: "an unsupported apiVersion",
+            from: "apiVersion: dracheck.io/v1alpha1",
+            to: "apiVersion: dracheck.io/v2",
+            at: "apiVersion",
+            field: "apiVersion",
+            message: "supported apiVersion is dracheck.io/v1alpha1",
+        },
+        Case {
+            what: "another kind",
+            from: "kind: DeviceProfile",
+            to: "kind: MockInventory",
+            at: "kind",
+            field: "kind",
+            message: "supported kind is DeviceProfile",
+        },
+        Case {
+            what: "no requests",
+            from: "  requests:\n    - name: gpu\n      count: 1\n      selectors: [\"true\"]\n  constraints:\n    - requests: [gpu]\n      matchAttribute: gpu.mock.dracheck.io/model\n",
+            to: "  requests: []\n",
+            at: "  requests: []",
+            field: "claim.requests",
+            message: "requests nothing",
+        },
+        Case {
+            what: "a count that is no number",
+            from: "count: 1",
+            to: "count: many",
+            at: "count: many",
+            field: "claim.requests[0].count",
+            message: "invalid type: string \"many\", expected a whole number",
+        },
+        Case {
+            what: "a missing field of a nested mapping",
+            from: "      matchAttribute: gpu.mock.dracheck.io/model\n",
+            to: "",
+            at: "    - requests: [gpu]",
+            field: "claim.constraints[0].matchAttribute",
+            message: "missing field `matchAttribute`",
+        },
+        Case {
+            what: "a count below one",
+            from: "count: 1",
+            to: "count: 0",
+            at: "count: 0",
+            field: "claim.requests[0].count",
+            message: "at least 1",
+        },
+        Case {
+            what: "a duplicate request name",
+            from: "  constraints:\n",
+            to: "    - name: gpu\n      count: 2\n  constraints:\n",
+            at: "    - name: gpu\n      count: 2",
+            field: "claim.requests[1].name",
+            message: "used twice",
+        },
+        Case {
+            what: "a constraint naming an unknown request",
+            from: "requests: [gpu]",
+            to: "requests: [gpu, cpu]",
+            at: "requests: [gpu, cpu]",
+            field: "claim.constraints[0].requests[1]",
+            message: "\"cpu\"",
+        },
+        Case {
+            what: "an unqualified matchAttribute",
+            from: "matchAttribute: gpu.mock.dracheck.io/model",
+            to: "matchAttribute: model",
+            at: "matchAttribute",
+            field: "claim.constraints[0].matchAttribute",
+            message: "fully qualified",
+        },
+        Case {
+            what: "a limit below the claim's own count",
+            from: "count: 1",
+            to: "count: 3",
+            at: "maxDevicesPerClaim",
+            field: "guarantees.limits.maxDevicesPerClaim",
+            message: "smaller than the profile's own claim",
+        },
+        Case {
+            what: "a Kubernetes version requirement that does not parse",
+            from: "kubernetes: \">=1.34\"",
+            to: "kubernetes: newest",
+            at: "kubernetes: newest",
+            field: "guarantees.versions.kubernetes",
+            message: "not a version requirement",
+        },
+        Case {
+            what: "a driver version requirement that does not parse",
+            from: "kubernetes: \">=1.34\"",
+            to: "kubernetes: \">=1.34\"\n    driver: \">=one\"",
+            at: "driver: \">=one\"",
+            field: "guarantees.versions.driver",
+            message: "not a version requirement",
+        },
+        Case {
+            what: "both spec and existing",
+            from: "  name: test-class\n",
+            to: "  name: test-class\n  existing: other\n",
+            at: "existing: other",
+            field: "deviceClass.existing",
+            message: "exclude each other",
+        },
+        Case {
+            what: "neither spec nor existing",
+            from: "  spec:\n    selectors:\n      - cel:\n          expression: device.driver == \"gpu.mock.dracheck.io\"\n",
+            to: "",
+            at: "  name: test-class",
+            field: "deviceClass",
+            message: "names no class",
+        },
+        Case {
+            what: "an unknown impossible variant",
+            from: "  limits:\n",
+            to: "  impossible:\n    variants: [tooBig]\n  limits:\n",
+            at: "variants",
+            field: "guarantees.impossible.variants[0]",
+            message: "tooBig",
+        },
+        Case {
+            what: "a driver restart longer than the kubelet's wipe delay",
+            from: "  limits:\n",
+            to: "  driverRestart:\n    maxDowntimeSeconds: 45\n  limits:\n",
+            at: "maxDowntimeSeconds: 45",
+            field: "guarantees.driverRestart.maxDowntimeSeconds",
+            message: "30 s",
+        },
+        Case {
+            what: "a capacity that is no quantity",
+            from: "      selectors: [\"true\"]\n",
+            to: "      selectors: [\"true\"]\n      capacity: {memory: lots}\n",
+            at: "capacity",
+            field: "claim.requests[0].capacity.memory",
+            message: "not a quantity",
+        },
+        Case {
+            what: "an invalid driver name",
+            from: "driver: gpu.mock.dracheck.io",
+            to: "driver: GPU_Mock",
+            at: "driver: GPU_Mock",
+            field: "driver",
+            message: "DRA driver name",
+        },
+        Case {
+            what: "a missing required field",
+            from: "driver: gpu.mock.dracheck.io\n",
+            to: "",
+            at: "apiVersion",
+            field: "driver",
+            message: "missing field `driver`",
+        },
+        Case {
+            what: "no guarantees at all",
+            from: "guarantees:\n  allocation:\n    withinSeconds: 30\n  limits:\n    maxDevicesPerClaim: 2\n  versions:\n    kubernetes: \">=1.34\"\n",
+            to: "guarantees: {}\n",
+            at: "guarantees: {}",
+            field: "guarantees",
+            message: "no guarantee",
+        },
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        assert!(BASE.contains(case.from), "case {:?}: {:?} is not in the base profile", case.what, case.from);
+        let text = BASE.replacen(case.from, case.to, 1);
+        let path = write(dir.path(), &format!("case-{i}.yaml"), &text);
+        let line = line_of(&text, case.at);
+        let error = match profile::load(&path) {
+            Ok(_) => {
+                failures.push(format!("{}: accepted", case.what));
+                continue;
+            }
+            Err(e) => e,
+        };
+        let message = error.to_string();
+        let ok = matches!(&error, ProfileError::Invalid { line: l, field, .. } if *l == line && field == case.field)
+            && message.contains(&path.display().to_string())
+            && message.contains(&format!("line {line}, column "))
+            && message.contains(&format!("field {}:", case.field))
+            && message.contains(case.message)
+            && error.exit_code() == 2;
+        if !ok {
+            failures.push(format!(
+                "{}: expected line {line}, field {}, {:?}; got: {message}",
+                case.what, case.field, case.message
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+#[test]
+fn invalid_yaml_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = BASE.replace("claim:\n", "claim: [\n");
+    let path = write(dir.path(), "broken.yaml", &text);
+    let e = profile::load(&path).unwrap_err();
+    let ProfileError::Invalid { line, .. } = &e else { panic!("{e}") };
+    assert!(*line >= line_of(&text, "claim: ["), "{e}");
+    assert!(e.to_string().contains("broken.yaml"), "{e}");
+    assert_eq!(e.exit_code(), 2);
+}
+
+#[test]
+fn a_profile_for_another_driver_says_how_to_fix_the_command() {
+    let p = shipped("standard-inference");
+    let e = p.check_driver("gpu.example.com").unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    let message = e.to_string();
+    assert!(
+        message.contains(
+            "profile standard-inference (" // the path follows
+        ) && message.contains(
+            "is for driver gpu.mock.dracheck.io, not gpu.example.com: pass --profile with a profile for \
+             gpu.example.com or pick --driver mock"
+        ),
+        "{message}"
+    );
+    let e = profile::load_for("standard-inference", "mock", "gpu.example.com").unwrap_err();
+    assert!(matches!(e, ProfileError::WrongDriver { .. }), "{e}");
+
+    // A profile file for a driver dracheck ships nothing for.
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "vendor.yaml", &BASE.replace("driver: gpu.mock.dracheck.io", "driver: gpu.vendor.io"));
+    let e = profile::load_for(path.to_str().unwrap(), "mock", MOCK).unwrap_err();
+    let message = e.to_string();
+    assert!(message.contains("is for driver gpu.vendor.io, not gpu.mock.dracheck.io"), "{message}");
+    assert!(message.contains("--driver-name gpu.vendor.io"), "{message}");
+}
+
+#[test]
+fn an_unknown_profile_lists_the_drivers_profiles() {
+    let e = profile::resolve("heavy-training", "mock").unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    let ProfileError::NotFound { available, .. } = &e else { panic!("{e}") };
+    assert_eq!(available, &["standard-inference", "training-intensive"]);
+    let message = e.to_string();
+    assert!(message.contains("unknown profile \"heavy-training\" for driver mock"), "{message}");
+    assert!(message.contains("standard-inference, training-intensive"), "{message}");
+    assert!(message.contains("--profile"), "{message}");
+
+    let e = profile::resolve("standard-inference", "nvidia-but-not-shipped").unwrap_err();
+    let message = e.to_string();
+    assert!(message.contains("ships no profiles for nvidia-but-not-shipped"), "{message}");
+    assert!(message.contains("--driver mock"), "{message}");
+
+    let e = profile::resolve("./no/such/profile.yaml", "mock").unwrap_err();
+    assert!(matches!(e, ProfileError::Read { .. }), "{e}");
+    assert!(e.to_string().contains("no/such/profile.yaml"), "{e}");
+    assert_eq!(e.exit_code(), 2);
+}
+
+#[test]
+fn a_profile_argument_may_be_a_path() {
+    let shipped = profile::shipped("mock");
+    let by_path = profile::resolve(shipped[0].to_str().unwrap(), "mock").unwrap();
+    assert_eq!(by_path, shipped[0]);
+    let by_name = profile::resolve("training-intensive", "mock").unwrap();
+    assert_eq!(by_name, profile::profiles_dir().join("mock/training-intensive.yaml"));
+    let p = profile::load_for("training-intensive", "mock", MOCK).unwrap();
+    assert_eq!(p.path, by_name);
+}
+
+#[test]
+fn version_requirements() {
+    let cases: &[(&str, &str, bool)] = &[
+        (">=1.34", "v1.37.2", true),
+        (">=1.34", "1.34.0", true),
+        (">=1.34", "1.33.9", false),
+        (">=1.34", "v1.38.0-beta.0", true),
+        ("<1.35", "1.34.99", true),
+        ("<1.35", "1.35.0", false),
+        (">=1.34, <1.38", "1.37.2", true),
+        (">=1.34,<1.37", "1.37.2", false),
+        ("=1.37", "v1.37.2", true),
+        ("=1.37", "1.36.2", false),
+        ("=1.37.2", "1.37.2", true),
+        ("=1.37.2", "1.37.3", false),
+        ("1.37", "1.37.0+k3s1", true),
+        (">1.34", "1.35.0", true),
+        (">1.34", "1.34.7", false),
+        (">1.34.2", "1.34.3", true),
+        ("<=1.34", "1.34.7", true),
+        ("<=1.34", "1.35.0", false),
+        (">=0.1", "0.1.0", true),
+        (">=0.1", "0.0.9", false),
+        (">=550.54", "550.54.15", true),
+        (">= 1.34 , < 2.0", "1.40.0", true),
+        (">=1.34", "not-a-version", false),
+    ];
+    for (req, version, expected) in cases {
+        let parsed = VersionReq::parse(req).unwrap_or_else(|e| panic!("{req}: {e}"));
+        assert_eq!(parsed.matches(version), *expected, "{version} against {req}");
+    }
+    for bad in ["", "newest", ">=", ">=1", "~1.2", ">=1.x", "1.2.3.4", ">=1.34,", "=>1.34", ">=v1.34-rc"] {
+        assert!(VersionReq::parse(bad).is_err(), "{bad:?} should not parse");
+    }
+    assert_eq!(VersionReq::parse(">=1.34,<2.0").unwrap().to_string(), ">=1.34, <2.0");
+    assert_eq!(Version::parse("v1.37.2").unwrap(), Version { major: 1, minor: 37, patch: 2 });
+    assert!(Version::parse("1").is_err());
+    assert!(VersionReq::parse(">=1.34").unwrap().try_matches("banana").is_err());
+}

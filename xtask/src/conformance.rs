@@ -1,0 +1,225 @@
+//! `cargo xtask conformance`: bring up (or target) a cluster with the driver, run the
+//! scenarios of its profiles, write the JSON result and print the summary.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use dracheck_clusters::LocalClusterOptions;
+use dracheck_clusters::local::Progress;
+use dracheck_suites::adapters::{self, Adapter};
+use dracheck_suites::engine::Filter;
+use dracheck_suites::local_run::{self, LocalRun};
+use dracheck_suites::profile::{self, Profile};
+use dracheck_suites::result::{RunResult, Verdict};
+
+use crate::exit;
+
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// The driver under test: `mock` (dracheck's own kubelet plugin).
+    #[arg(long, default_value = "mock")]
+    pub driver: String,
+    /// `local` (the embedded cluster with emulated nodes) or `kubeconfig` (an existing cluster
+    /// with the driver installed).
+    #[arg(long, default_value = "local")]
+    pub cluster: String,
+    /// Kubeconfig of `--cluster kubeconfig` (default: $KUBECONFIG, ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Profiles to check (a path or a shipped profile's name; repeatable). Default: the
+    /// driver's shipped profiles.
+    #[arg(long = "profile", value_name = "FILE")]
+    pub profiles: Vec<String>,
+    /// Only guarantees matching this glob (repeatable), e.g. `claim.*`.
+    #[arg(long, value_name = "ID-GLOB")]
+    pub only: Vec<String>,
+    /// Leave out guarantees matching this glob (repeatable).
+    #[arg(long, value_name = "ID-GLOB")]
+    pub skip: Vec<String>,
+    /// Emulated nodes of the local cluster. With a node per scenario role of every profile
+    /// (seven for the mock's two profiles) all of them run side by side.
+    #[arg(long, default_value_t = 7)]
+    pub nodes: usize,
+    /// Kubernetes version of the local cluster.
+    #[arg(long)]
+    pub k8s_version: Option<String>,
+    /// Prebuilt control-plane binaries for the local cluster.
+    #[arg(long, value_name = "DIR")]
+    pub k8s_bin_dir: Option<PathBuf>,
+    /// Feature gates for every component of the local cluster.
+    #[arg(long, default_value = "")]
+    pub feature_gates: String,
+    /// Where to write the JSON result.
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// Leave the local cluster running after the run (prints how to stop it).
+    #[arg(long)]
+    pub keep_cluster: bool,
+    /// Mock driver fault switches (repeatable), to see the suite catch a broken driver.
+    #[arg(long = "fault", value_name = "NAME[=ARG]")]
+    pub faults: Vec<String>,
+    /// The mock driver's inventory (default: drivers/mock/inventory/default.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// Seconds one scenario may take.
+    #[arg(long, default_value_t = 240)]
+    pub scenario_timeout: u64,
+}
+
+/// A failure before any verdict: the message and the exit code.
+type Early = (u8, String);
+
+pub async fn run(args: ConformanceArgs) -> u8 {
+    match conformance(args).await {
+        Ok(code) => code,
+        Err((code, msg)) => {
+            eprintln!("dracheck: {msg}");
+            code
+        }
+    }
+}
+
+fn adapter(args: &ConformanceArgs) -> Result<Adapter, Early> {
+    match args.driver.as_str() {
+        "mock" => {
+            let inventory = args.inventory.clone().unwrap_or_else(adapters::mock_default_inventory);
+            let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
+                .map_err(|e| (exit::CLUSTER_DOWN, e))?;
+            adapters::mock_adapter(&bin, &inventory, &args.faults).map_err(|e| (exit::BAD_INPUT, e))
+        }
+        other => {
+            Err((exit::BAD_INPUT, format!("unknown driver {other:?}: this version knows `mock`; pass --driver mock")))
+        }
+    }
+}
+
+fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathBuf, Profile)>, Early> {
+    let paths = if args.profiles.is_empty() {
+        profile::shipped(adapter.short)
+    } else {
+        args.profiles
+            .iter()
+            .map(|p| profile::resolve(p, adapter.short))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| (exit::BAD_INPUT, e.to_string()))?
+    };
+    if paths.is_empty() {
+        return Err((exit::BAD_INPUT, format!("driver {} ships no profiles; pass --profile FILE", adapter.short)));
+    }
+    let mut out = Vec::new();
+    for path in paths {
+        let p = profile::load(&path).map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
+        if p.driver != adapter.spec.name {
+            return Err((
+                exit::BAD_INPUT,
+                format!(
+                    "profile {} is for driver {}, not {}: pass --profile with a profile for {} or pick the driver it was written for",
+                    path.display(),
+                    p.driver,
+                    adapter.spec.name,
+                    adapter.spec.name
+                ),
+            ));
+        }
+        out.push((path, p));
+    }
+    Ok(out)
+}
+
+async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
+    let progress = Progress::stderr();
+    // Everything that can be wrong with the input is checked before anything starts.
+    let adapter = adapter(&args)?;
+    let profiles = load_profiles(&args, &adapter)?;
+    if args.cluster != "local" {
+        return Err((
+            exit::BAD_INPUT,
+            format!(
+                "--cluster {}: this version runs on `local`, the embedded cluster; pass --cluster local",
+                args.cluster
+            ),
+        ));
+    }
+    dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
+        .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| (exit::BAD_INPUT, format!("cannot create --out {}: {e}", args.out.display())))?;
+
+    let short = adapter.short;
+    let cfg = LocalRun {
+        adapter,
+        profiles,
+        filter: Filter { only: args.only.clone(), skip: args.skip.clone() },
+        nodes: args.nodes,
+        cluster: LocalClusterOptions {
+            k8s_version: args.k8s_version.clone(),
+            k8s_bin_dir: args.k8s_bin_dir.clone(),
+            feature_gates: args.feature_gates.clone(),
+            ..LocalClusterOptions::default()
+        },
+        scenario_timeout: Duration::from_secs(args.scenario_timeout),
+        keep_cluster: args.keep_cluster,
+    };
+    let run_id = local_run::run_id();
+    // On Ctrl-C the run's future is dropped: the cluster handle inside stops every process
+    // it started and removes its state dir.
+    let finished = tokio::select! {
+        f = local_run::run(cfg, &run_id, &progress) => f.map_err(|e| (e.exit_code as u8, e.message))?,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("dracheck: interrupted; stopped the cluster and everything the run had started");
+            return Ok(exit::INTERRUPTED);
+        }
+    };
+    if let Some(c) = finished.kept {
+        let dir = c.state_dir().to_path_buf();
+        let info = c.detach();
+        eprintln!(
+            "kept the cluster: kubeconfig {}; stop it with `cargo xtask cluster down --state-dir {}`",
+            info.kubeconfig.display(),
+            dir.display()
+        );
+    }
+    let result = finished.result;
+    let file = args.out.join(format!("{short}-{}-{run_id}.json", result.cluster.kubernetes_version));
+    let json = serde_json::to_string_pretty(&result).expect("the result serializes");
+    std::fs::write(&file, json).map_err(|e| (exit::CLUSTER_DOWN, format!("writing {}: {e}", file.display())))?;
+    print_summary(&result);
+    println!("result: {}", file.display());
+    Ok(if result.all_held() { exit::OK } else { exit::FAILED })
+}
+
+fn print_summary(r: &RunResult) {
+    println!();
+    println!(
+        "dracheck {} · driver {} {} · Kubernetes {} ({}) · {:.0}s",
+        r.dracheck_version,
+        r.driver.name,
+        r.driver.version,
+        r.cluster.kubernetes_version,
+        r.cluster.provider,
+        r.duration_seconds
+    );
+    let row = |scope: &str, g: &dracheck_suites::result::GuaranteeResult| {
+        let mark = match g.verdict {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Skip => "skip",
+        };
+        let reason: String = g.reason.chars().take(110).collect();
+        println!("  {mark}  {scope:<20} {:<42} {reason}", g.id);
+    };
+    for g in &r.driver_guarantees {
+        row("driver", g);
+    }
+    for p in &r.profiles {
+        for g in &p.guarantees {
+            row(&p.name, g);
+        }
+    }
+    let count = |v: Verdict| r.all().filter(|g| g.verdict == v).count();
+    println!("{} passed, {} failed, {} skipped", count(Verdict::Pass), count(Verdict::Fail), count(Verdict::Skip));
+}
