@@ -3,6 +3,7 @@
 
 pub mod adapters;
 pub mod engine;
+pub mod fidelity;
 pub mod local_run;
 pub mod profile;
 pub mod result;

@@ -72,3 +72,17 @@ pub const ALL: &[&str] = &[
     VERSIONS_KUBERNETES,
     VERSIONS_DRIVER,
 ];
+
+// Driver contract (plugin tier): checked once per driver, independent of profiles.
+pub const PLUGIN_REGISTRATION_INFO: &str = "plugin.registration.info";
+pub const PLUGIN_SLICES_MATCH_INVENTORY: &str = "plugin.slices.match-inventory";
+pub const PLUGIN_SLICES_OWNED_BY_NODE: &str = "plugin.slices.owned-by-node";
+pub const PLUGIN_PREPARE_ALLOCATED_CLAIM: &str = "plugin.prepare.allocated-claim";
+pub const PLUGIN_UNPREPARE_REMOVES_STATE: &str = "plugin.unprepare.removes-state";
+pub const PLUGIN_PREPARE_IDEMPOTENT: &str = "plugin.prepare.idempotent";
+pub const PLUGIN_UNPREPARE_UNKNOWN_CLAIM: &str = "plugin.unprepare.unknown-claim";
+pub const PLUGIN_PREPARE_REFUSES_FOREIGN_NODE: &str = "plugin.prepare.refuses-foreign-node";
+pub const PLUGIN_PREPARE_CONCURRENT: &str = "plugin.prepare.concurrent";
+pub const PLUGIN_RESTART_KEEPS_STATE: &str = "plugin.restart.keeps-state";
+pub const PLUGIN_CDI_VALID: &str = "plugin.cdi.valid";
+pub const PLUGIN_CDI_RESOLVABLE: &str = "plugin.cdi.resolvable";

@@ -3,7 +3,7 @@
 //! resolution, containers as host processes, the log endpoint). README.md lists where the
 //! emulation differs from a real kubelet.
 
-mod cdi;
+pub mod cdi;
 pub mod config;
 mod dra;
 mod events;

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -46,23 +48,35 @@ pub struct PodWorker {
 impl PodWorker {
     pub async fn run(self, stop: CancellationToken) {
         let mut progress: HashMap<String, Progress> = HashMap::new();
+        // A watch keeps a local copy of the node's pods, so that the sync loop below polls
+        // containers often without asking the apiserver each time.
         let pods: Api<Pod> = Api::all(self.client.clone());
-        let selector = format!("spec.nodeName={}", self.cfg.name);
-        loop {
-            match pods.list(&ListParams::default().fields(&selector)).await {
-                Ok(list) => {
-                    let seen: Vec<String> = list.items.iter().filter_map(|p| p.metadata.uid.clone()).collect();
-                    for pod in &list.items {
-                        let uid = pod.metadata.uid.clone().unwrap_or_default();
-                        let p = progress.entry(uid).or_default();
-                        self.sync(pod, p).await;
-                    }
-                    self.forget_vanished(&seen, &mut progress).await;
-                }
-                Err(e) => self.log.warn("ListPodsFailed", e.to_string()),
+        let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.cfg.name));
+        let (store, writer) = reflector::store();
+        let feed = reflector(writer, watcher(pods, config)).default_backoff().for_each(|_| futures::future::ready(()));
+        let feed = tokio::spawn(feed);
+        tokio::select! {
+            _ = stop.cancelled() => {
+                feed.abort();
+                return;
             }
+            // Until the first list arrives, an empty store would look like "all pods gone".
+            _ = store.wait_until_ready() => {}
+        }
+        loop {
+            let pods = store.state();
+            let seen: Vec<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+            for pod in &pods {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                let p = progress.entry(uid).or_default();
+                self.sync(pod, p).await;
+            }
+            self.forget_vanished(&seen, &mut progress).await;
             tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => {
+                    feed.abort();
+                    return;
+                }
                 _ = tokio::time::sleep(Duration::from_millis(300)) => {}
             }
         }
@@ -121,6 +135,8 @@ impl PodWorker {
             };
             match pods.delete(&name, &dp).await {
                 Ok(_) => self.log.info(format!("pod {ns}/{name} stopped, unprepared and removed")),
+                // The local copy lags behind: already removed (or replaced) is done.
+                Err(kube::Error::Api(e)) if e.is_not_found() || e.is_conflict() => {}
                 Err(e) => self.log.warn("FailedDelete", format!("{ns}/{name}: {e}")),
             }
             return;

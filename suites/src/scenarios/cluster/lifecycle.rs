@@ -33,6 +33,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     ctx.create(&ctx.pod("direct").claim("devices", "standalone").command("sleep 1").build()).await?;
 
     let mut claim_uids = Vec::new();
+    let mut completed = 0;
     for pod in ["templated", "direct"] {
         // The generated claim's name is known once the controller made it.
         let name = ctx
@@ -56,6 +57,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
             ctx.fail(id, e, evidence);
             continue;
         }
+        completed += 1;
         let Some(name) = name else { continue };
         if pod == "templated" {
             let gone = ctx.wait_until(DONE, || ctx.get_claim(&name), |c| c.is_none()).await;
@@ -109,6 +111,10 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
             |prepared| !prepared.iter().any(|(uid, _)| claim_uids.contains(uid)),
         )
         .await;
+    if completed < 2 {
+        ctx.fail(id, "the jobs did not complete, so the kubelet never unprepared their claims", Vec::new());
+        return Ok(());
+    }
     match still {
         Ok(_) if claim_uids.len() == 2 => {
             ctx.pass(id, "NodeUnprepareResources succeeded for both claims once their pods ended")

@@ -1,7 +1,58 @@
-//! Plugin-tier scenarios (being written).
+//! Plugin-tier scenarios: the suite plays kubelet against the driver's sockets, like
+//! csi-sanity does for CSI drivers. Each scenario starts its own driver instance on a node
+//! of its own.
+
+mod cdi;
+mod concurrent;
+mod foreign_node;
+mod harness;
+mod idempotent;
+mod prepare;
+mod registration;
+mod restart;
+mod slices;
+mod unknown_unprepare;
 
 use crate::engine::Scenario;
 
 pub fn all() -> Vec<&'static Scenario> {
-    Vec::new()
+    vec![
+        &registration::SCENARIO,
+        &slices::SCENARIO,
+        &prepare::SCENARIO,
+        &idempotent::SCENARIO,
+        &unknown_unprepare::SCENARIO,
+        &foreign_node::SCENARIO,
+        &concurrent::SCENARIO,
+        &restart::SCENARIO,
+        &cdi::SCENARIO,
+    ]
 }
+
+/// The names of the devices the driver should publish on `node`, by its inventory oracle.
+fn oracle_devices(node: &harness::PluginNode, ctx: &crate::engine::Ctx<'_>) -> Result<Vec<String>, String> {
+    let access = ctx.target.plugin.as_ref().ok_or(harness::NEEDS_BINARY)?;
+    Ok((access.adapter.oracle)(&node.name)?.into_iter().map(|d| d.name).collect())
+}
+
+/// Declares a plugin-tier scenario whose `check(ctx, &mut node)` runs with a started node.
+macro_rules! plugin_scenario {
+    ($name:literal, [$($id:expr),+ $(,)?]) => {
+        pub static SCENARIO: $crate::engine::Scenario = $crate::engine::Scenario {
+            name: $name,
+            tier: $crate::engine::Tier::Plugin,
+            role: $crate::engine::Role::General,
+            guarantees: &[$($id),+],
+            disruptive: false,
+            run: $crate::scenario_fn!(run),
+        };
+
+        async fn run(ctx: &$crate::engine::Ctx<'_>) -> Result<(), String> {
+            let Some(mut node) = super::harness::node_for(ctx, SCENARIO.guarantees).await? else { return Ok(()) };
+            let outcome = check(ctx, &mut node).await;
+            node.cleanup().await;
+            outcome
+        }
+    };
+}
+use plugin_scenario;

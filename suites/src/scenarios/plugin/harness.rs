@@ -1,0 +1,218 @@
+//! The suite as kubelet: a Node object of its own (tainted, so the scheduler never uses it),
+//! one instance of the driver on that node's dirs, and the kubelet's side of the sockets.
+//! Claims are allocated by hand, as the node e2e tests do, so that only the driver is tested.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dracheck_clusters::local::node::cdi;
+use dracheck_clusters::local::{DriverInstance, Lifetime, NodeConfig};
+use dracheck_kubelet_api::dra_v1::dra_plugin_client::DraPluginClient;
+use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
+use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo, RegistrationStatus};
+use dracheck_kubelet_api::{connect_unix, dra_v1};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use tonic::transport::Channel;
+
+use crate::engine::Ctx;
+use crate::engine::target::{PLUGIN_TIER_LABEL, PluginAccess};
+use crate::result::Evidence;
+
+/// A kubelet gives up on a call after 45 s; the suite waits less so that a hanging driver
+/// fails its check instead of stalling the run.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why the plugin tier cannot run against a driver installed in the cluster.
+pub const NEEDS_BINARY: &str = "the plugin tier starts its own driver instances, which needs the driver's binary; this driver was installed in the cluster";
+
+pub struct PluginNode {
+    pub name: String,
+    pub uid: String,
+    pub cfg: NodeConfig,
+    pub driver_name: String,
+    driver: DriverInstance,
+    client: kube::Client,
+    ns: String,
+}
+
+pub type Claim = dra_v1::Claim;
+
+impl PluginNode {
+    /// `None` when the target gives no access to the driver binary.
+    pub fn access<'a>(ctx: &'a Ctx<'_>) -> Option<&'a PluginAccess> {
+        ctx.target.plugin.as_ref()
+    }
+
+    pub async fn start(ctx: &Ctx<'_>, access: &PluginAccess) -> Result<PluginNode, String> {
+        let name = format!("dracheck-plugin-{}", ctx.ns.rsplit('-').next().unwrap_or("x"))
+            + "-"
+            + &ctx.scenario.replace('_', "-");
+        let client = ctx.client();
+        let mut node = dracheck_objects::node(&name, "127.0.10.250");
+        node.metadata.labels.get_or_insert_default().insert(PLUGIN_TIER_LABEL.into(), "true".into());
+        node.spec.get_or_insert_default().taints = Some(vec![Taint {
+            key: PLUGIN_TIER_LABEL.into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        }]);
+        let nodes: Api<Node> = Api::all(client.clone());
+        let created =
+            nodes.create(&PostParams::default(), &node).await.map_err(|e| format!("creating node {name}: {e}"))?;
+        let status = serde_json::json!({ "status": node.status });
+        let _ = nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+        let cfg = NodeConfig {
+            name: name.clone(),
+            ip: std::net::Ipv4Addr::new(127, 0, 10, 250),
+            root: access.work_dir.join(ctx.scenario),
+            wipe_delay: Duration::from_secs(30),
+            call_timeout: CALL_TIMEOUT,
+        };
+        cfg.create_dirs().map_err(|e| format!("creating {}: {e}", cfg.root.display()))?;
+        let driver = DriverInstance::start(&access.adapter.spec, &cfg, &access.kubeconfig, Lifetime::Attached)
+            .map_err(|e| e.to_string())?;
+        let pn = PluginNode {
+            name,
+            uid: created.metadata.uid.unwrap_or_default(),
+            cfg,
+            driver_name: access.adapter.spec.name.clone(),
+            driver,
+            client,
+            ns: ctx.ns.clone(),
+        };
+        pn.wait_registered().await?;
+        Ok(pn)
+    }
+
+    fn registration_socket(&self) -> std::path::PathBuf {
+        self.cfg.registry_dir().join(format!("{}-reg.sock", self.driver_name))
+    }
+
+    async fn wait_registered(&self) -> Result<(), String> {
+        for _ in 0..150 {
+            if self.info().await.is_ok() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(format!(
+            "the driver offered no registration socket {} within 30s; its log:\n{}",
+            self.registration_socket().display(),
+            self.driver.log_tail(15)
+        ))
+    }
+
+    /// GetInfo on the registration socket; `NotifyRegistrationStatus` follows as kubelet does.
+    pub async fn info(&self) -> Result<PluginInfo, String> {
+        let channel = connect_unix(self.registration_socket()).await.map_err(|e| e.to_string())?;
+        let mut reg = RegistrationClient::new(channel);
+        let info = timed(reg.get_info(InfoRequest {})).await?.into_inner();
+        timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: true, error: String::new() }))
+            .await?;
+        Ok(info)
+    }
+
+    async fn dra(&self) -> Result<DraPluginClient<Channel>, String> {
+        let endpoint = self.info().await?.endpoint;
+        Ok(DraPluginClient::new(connect_unix(&endpoint).await.map_err(|e| e.to_string())?))
+    }
+
+    /// A claim allocated by hand to `devices` of `pool`, reserved for a pod that does not exist.
+    pub async fn allocate(&self, name: &str, pool: &str, devices: &[&str]) -> Result<Claim, String> {
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &self.ns);
+        let claim = dracheck_objects::claim(&self.ns, name, "dracheck-plugin-tier", devices.len().max(1) as i64, &[]);
+        let created =
+            claims.create(&PostParams::default(), &claim).await.map_err(|e| format!("creating claim {name}: {e}"))?;
+        let results: Vec<_> = devices
+            .iter()
+            .map(|d| serde_json::json!({ "request": "req", "driver": self.driver_name, "pool": pool, "device": d }))
+            .collect();
+        let status = serde_json::json!({ "status": {
+            "allocation": { "devices": { "results": results } },
+            "reservedFor": [{ "resource": "pods", "name": format!("{name}-pod"), "uid": "0a1b2c3d-0000-4000-8000-000000000001" }],
+        }});
+        claims
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(|e| format!("allocating claim {name}: {e}"))?;
+        Ok(Claim { namespace: self.ns.clone(), uid: created.metadata.uid.unwrap_or_default(), name: name.into() })
+    }
+
+    pub async fn prepare(&self, claims: &[Claim]) -> Result<dra_v1::NodePrepareResourcesResponse, String> {
+        let req = dra_v1::NodePrepareResourcesRequest { claims: claims.to_vec() };
+        Ok(timed(self.dra().await?.node_prepare_resources(req)).await?.into_inner())
+    }
+
+    pub async fn unprepare(&self, claims: &[Claim]) -> Result<dra_v1::NodeUnprepareResourcesResponse, String> {
+        let req = dra_v1::NodeUnprepareResourcesRequest { claims: claims.to_vec() };
+        Ok(timed(self.dra().await?.node_unprepare_resources(req)).await?.into_inner())
+    }
+
+    /// The devices prepare returned for `claim`, or the per-claim error.
+    pub async fn prepared(&self, claim: &Claim) -> Result<Vec<dra_v1::Device>, String> {
+        let resp = self.prepare(std::slice::from_ref(claim)).await?;
+        match resp.claims.get(&claim.uid) {
+            None => Err(format!("the response leaves out claim {}", claim.name)),
+            Some(r) if !r.error.is_empty() => Err(format!("claim {}: {}", claim.name, r.error)),
+            Some(r) => Ok(r.devices.clone()),
+        }
+    }
+
+    /// Unprepare of one claim: `Ok` when the driver reports no error.
+    pub async fn unprepared(&self, claim: &Claim) -> Result<(), String> {
+        let resp = self.unprepare(std::slice::from_ref(claim)).await?;
+        match resp.claims.get(&claim.uid) {
+            None => Err(format!("the response leaves out claim {}", claim.name)),
+            Some(r) if !r.error.is_empty() => Err(format!("claim {}: {}", claim.name, r.error)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Every CDI device the spec files in the node's CDI dir define (`kind=name` → env).
+    pub fn cdi_devices(&self) -> Result<BTreeMap<String, Vec<String>>, String> {
+        cdi::load_registry(&self.cfg.cdi_dir())
+    }
+
+    /// A crash and a start on the same dirs.
+    pub async fn restart(&mut self) -> Result<(), String> {
+        self.driver.kill();
+        // A killed plugin leaves its sockets; wait for the new instance to replace them.
+        self.driver.start_again().map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.wait_registered().await
+    }
+
+    pub fn evidence(&self) -> Vec<Evidence> {
+        vec![Evidence { title: format!("driver log on {}", self.name), body: self.driver.log_tail(25) }]
+    }
+
+    /// Stops the driver, deletes the node (its slices go with it) and its dirs.
+    pub async fn cleanup(mut self) {
+        self.driver.stop(Duration::from_secs(5));
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let _ = nodes.delete(&self.name, &DeleteParams::default()).await;
+        let _ = std::fs::remove_dir_all(&self.cfg.root);
+    }
+}
+
+async fn timed<T>(call: impl Future<Output = Result<T, tonic::Status>>) -> Result<T, String> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(s)) => Err(format!("rpc error {:?}: {}", s.code(), s.message())),
+        Err(_) => Err(format!("no answer within {}s", CALL_TIMEOUT.as_secs())),
+    }
+}
+
+/// A started node for the scenario, or `None` (its guarantees recorded as skipped) when
+/// the target gives no access to the driver's binary.
+pub async fn node_for(ctx: &Ctx<'_>, ids: &[&str]) -> Result<Option<PluginNode>, String> {
+    let Some(access) = PluginNode::access(ctx) else {
+        for id in ids {
+            ctx.skip(id, NEEDS_BINARY);
+        }
+        return Ok(None);
+    };
+    PluginNode::start(ctx, access).await.map(Some)
+}

@@ -1,0 +1,39 @@
+//! A restarted driver (crash, then start on the same dirs) answers prepare as before and can
+//! still unprepare what it prepared before the restart.
+
+use super::harness::PluginNode;
+use crate::engine::Ctx;
+use crate::profile::ids::PLUGIN_RESTART_KEEPS_STATE as ID;
+
+super::plugin_scenario!("plugin-restart", [ID]);
+
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
+    let devices = super::oracle_devices(node, ctx)?;
+    let claim = node.allocate("survivor", &node.name, &[devices.first().ok_or("the inventory is empty")?]).await?;
+    let before = node.prepared(&claim).await.map_err(|e| format!("prepare before the restart: {e}"))?;
+    node.restart().await?;
+    let after = match node.prepared(&claim).await {
+        Ok(a) => a,
+        Err(e) => {
+            ctx.fail(ID, format!("prepare after the restart: {e}"), node.evidence());
+            return Ok(());
+        }
+    };
+    if after != before {
+        ctx.fail(ID, format!("after the restart prepare answered {after:?}, before {before:?}"), node.evidence());
+        return Ok(());
+    }
+    // A second crash, then unprepare: only a kept checkpoint knows what to undo.
+    node.restart().await?;
+    let ids: Vec<String> = before.iter().flat_map(|d| d.cdi_device_ids.clone()).collect();
+    let undone = node.unprepared(&claim).await;
+    let left: Vec<String> = node.cdi_devices()?.into_keys().filter(|k| ids.contains(k)).collect();
+    ctx.check(
+        ID,
+        undone.is_ok() && left.is_empty(),
+        "same answer after a restart, and unprepare after another restart removed the claim's CDI devices",
+        format!("after restarts: unprepare {undone:?}, CDI devices left {left:?}"),
+        node.evidence(),
+    );
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Verdict fidelity: the whole default suite against the good mock driver passes every
+//! guarantee, three times in a row with identical verdicts; against the mock with each fault
+//! switch, exactly the guarantees that `dracheck_suites::fidelity::FAULTS` says the fault
+//! breaks fail, and every other guarantee passes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dracheck_clusters::LocalClusterOptions;
+use dracheck_clusters::local::Progress;
+use dracheck_suites::adapters;
+use dracheck_suites::engine::Filter;
+use dracheck_suites::fidelity::{FAULTS, FaultCase, mismatch};
+use dracheck_suites::local_run::{self, LocalRun};
+use dracheck_suites::profile;
+use dracheck_suites::result::{RunResult, Verdict};
+use futures::StreamExt as _;
+
+/// Runs whose clusters live side by side; most of a faulty run is waiting on timeouts.
+const CONCURRENT_RUNS: usize = 3;
+
+async fn run_suite(faults: &[String]) -> RunResult {
+    let bin =
+        adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock driver builds");
+    let adapter = adapters::mock_adapter(&bin, &adapters::mock_default_inventory(), faults).expect("the mock adapter");
+    let profiles = profile::shipped("mock")
+        .into_iter()
+        .map(|p| (p.clone(), profile::load(&p).expect("shipped profiles load")))
+        .collect();
+    let cfg = LocalRun {
+        adapter,
+        profiles,
+        filter: Filter::default(),
+        nodes: 7,
+        cluster: LocalClusterOptions::from_env(),
+        scenario_timeout: Duration::from_secs(300),
+        keep_cluster: false,
+    };
+    let label = if faults.is_empty() { "good".to_string() } else { faults.join(",") };
+    let progress = Progress::to(move |l| eprintln!("[{label}] {l}"));
+    local_run::run(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).expect("the run starts").result
+}
+
+/// `(scope/id) → verdict`, where the scope is `driver` or the profile's name.
+fn verdicts(r: &RunResult) -> BTreeMap<String, Verdict> {
+    let mut out: BTreeMap<String, Verdict> =
+        r.driver_guarantees.iter().map(|g| (format!("driver/{}", g.id), g.verdict)).collect();
+    for p in &r.profiles {
+        out.extend(p.guarantees.iter().map(|g| (format!("{}/{}", p.name, g.id), g.verdict)));
+    }
+    out
+}
+
+fn failures(r: &RunResult) -> String {
+    r.all()
+        .filter(|g| g.verdict != Verdict::Pass)
+        .map(|g| format!("  {} {}: {}\n", g.verdict, g.id, g.reason))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_good_mock_passes_everything_and_each_fault_breaks_exactly_its_guarantees() {
+    let mut jobs: Vec<Option<&'static FaultCase>> = vec![None, None, None];
+    jobs.extend(FAULTS.iter().map(Some));
+    let results: Vec<(Option<&FaultCase>, RunResult)> = futures::stream::iter(jobs)
+        .map(|case| async move {
+            let faults: Vec<String> = case.map(|c| vec![c.fault.to_string()]).unwrap_or_default();
+            (case, run_suite(&faults).await)
+        })
+        .buffer_unordered(CONCURRENT_RUNS)
+        .collect()
+        .await;
+
+    let mut problems = Vec::new();
+    let good: Vec<&RunResult> = results.iter().filter(|(c, _)| c.is_none()).map(|(_, r)| r).collect();
+    for r in &good {
+        if !r.all().all(|g| g.verdict == Verdict::Pass) {
+            problems.push(format!("the good mock did not pass everything:\n{}", failures(r)));
+        }
+    }
+    if good.windows(2).any(|w| verdicts(w[0]) != verdicts(w[1])) {
+        problems.push(format!(
+            "three runs of the good mock disagree: {:?}",
+            good.iter().map(|r| verdicts(r)).collect::<Vec<_>>()
+        ));
+    }
+    for (case, r) in results.iter().filter_map(|(c, r)| c.map(|c| (c, r))) {
+        if let Some(m) = mismatch(case, r) {
+            problems.push(format!("fault {}: {m}\n{}", case.fault, failures(r)));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn the_mock_readme_shows_the_fidelity_table() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/mock/README.md")).unwrap();
+    let table = dracheck_suites::fidelity::markdown_table();
+    assert!(
+        readme.contains(&table),
+        "drivers/mock/README.md must contain the table generated from fidelity::FAULTS:\n{table}"
+    );
+}
