@@ -61,27 +61,10 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     NODE_REMOVAL_CAPACITY_ELSEWHERE,
 ];
 
-/// Cluster-tier checks that need devices to be free (allocated by the scheduler).
-const NEEDS_FREE_DEVICES: &[&str] = &[
-    CLAIM_COMPATIBLE_ALLOCATED,
-    CLAIM_IMPOSSIBLE_CAPACITY,
-    CLAIM_IMPOSSIBLE_EXPLAINED,
-    ISOLATION_EXCLUSIVE,
-    WORKLOAD_SEES_DEVICES,
-    LIMITS_MAX_DEVICES_PER_CLAIM,
-    CAPACITY_RECOVERED,
-    RETENTION_TEMPLATE_CLAIM_DELETED,
-    RETENTION_STANDALONE_CLAIM_DEALLOCATED,
-    LIFECYCLE_UNPREPARED,
-    DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
-    DRIVER_RESTART_NEW_CLAIMS_WORK,
-    DRIVER_RESTART_SLICES_KEPT,
-    NODE_RESTART_REPREPARED_IDEMPOTENTLY,
-    NODE_REMOVAL_SLICES_GONE,
-    NODE_REMOVAL_PODS_GONE,
-    NODE_REMOVAL_CLAIMS_DEALLOCATED,
-    NODE_REMOVAL_CAPACITY_ELSEWHERE,
-];
+/// Cluster-tier checks that only need the scheduler to find free devices; with devices held
+/// or slices gone they fail too, besides those that need running workloads.
+const NEEDS_ALLOCATION: &[&str] =
+    &[CLAIM_COMPATIBLE_ALLOCATED, CLAIM_IMPOSSIBLE_CAPACITY, CLAIM_IMPOSSIBLE_EXPLAINED, ISOLATION_EXCLUSIVE];
 
 pub const FAULTS: &[FaultCase] = &[
     FaultCase {
@@ -100,7 +83,7 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "exit-on-prepare",
         misbehaviour: "the driver process exits when a prepare arrives; 30 s later the kubelet wipes its slices",
         breaks: &[NEEDS_PREPARE, NEEDS_RUNNING_WORKLOADS],
-        may_break: &[NEEDS_FREE_DEVICES],
+        may_break: &[NEEDS_ALLOCATION, NEEDS_RUNNING_WORKLOADS],
     },
     FaultCase {
         fault: "non-idempotent-prepare",
@@ -141,7 +124,7 @@ pub const FAULTS: &[FaultCase] = &[
             PLUGIN_RESTART_KEEPS_STATE,
             CAPACITY_RECOVERED,
         ]],
-        may_break: &[NEEDS_FREE_DEVICES],
+        may_break: &[NEEDS_ALLOCATION, NEEDS_RUNNING_WORKLOADS],
     },
     FaultCase {
         fault: "foreign-slice=node-99",

@@ -27,6 +27,28 @@ pub struct LocalRun {
     pub keep_cluster: bool,
 }
 
+impl LocalRun {
+    /// The default run: the mock driver (with `faults`) on its shipped inventory, both
+    /// shipped mock profiles, seven nodes so that every scenario role of both runs side by side.
+    pub fn default_mock(faults: &[String]) -> Result<LocalRun, String> {
+        let bin = crate::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")?;
+        let adapter = crate::adapters::mock_adapter(&bin, &crate::adapters::mock_default_inventory(), faults)?;
+        let profiles = crate::profile::shipped("mock")
+            .into_iter()
+            .map(|p| crate::profile::load(&p).map(|loaded| (p, loaded)).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(LocalRun {
+            adapter,
+            profiles,
+            filter: Filter::default(),
+            nodes: 7,
+            cluster: LocalClusterOptions::from_env(),
+            scenario_timeout: Duration::from_secs(300),
+            keep_cluster: false,
+        })
+    }
+}
+
 /// Why a run gave no verdict: the cluster or the driver could not be brought up.
 #[derive(Debug)]
 pub struct NotUp {

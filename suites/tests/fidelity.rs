@@ -4,15 +4,10 @@
 //! breaks fail, and every other guarantee passes.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use dracheck_clusters::LocalClusterOptions;
 use dracheck_clusters::local::Progress;
-use dracheck_suites::adapters;
-use dracheck_suites::engine::Filter;
 use dracheck_suites::fidelity::{FAULTS, FaultCase, mismatch};
 use dracheck_suites::local_run::{self, LocalRun};
-use dracheck_suites::profile;
 use dracheck_suites::result::{RunResult, Verdict};
 use futures::StreamExt as _;
 
@@ -20,22 +15,7 @@ use futures::StreamExt as _;
 const CONCURRENT_RUNS: usize = 3;
 
 async fn run_suite(faults: &[String]) -> RunResult {
-    let bin =
-        adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock driver builds");
-    let adapter = adapters::mock_adapter(&bin, &adapters::mock_default_inventory(), faults).expect("the mock adapter");
-    let profiles = profile::shipped("mock")
-        .into_iter()
-        .map(|p| (p.clone(), profile::load(&p).expect("shipped profiles load")))
-        .collect();
-    let cfg = LocalRun {
-        adapter,
-        profiles,
-        filter: Filter::default(),
-        nodes: 7,
-        cluster: LocalClusterOptions::from_env(),
-        scenario_timeout: Duration::from_secs(300),
-        keep_cluster: false,
-    };
+    let cfg = LocalRun::default_mock(faults).expect("the default mock run is set up");
     let label = if faults.is_empty() { "good".to_string() } else { faults.join(",") };
     let progress = Progress::to(move |l| eprintln!("[{label}] {l}"));
     local_run::run(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).expect("the run starts").result

@@ -1,5 +1,6 @@
 //! `cargo xtask …`: dracheck's command line.
 
+mod bench;
 mod cluster;
 mod conformance;
 mod exit;
@@ -25,6 +26,9 @@ enum Command {
     /// Run the conformance suite against a driver: compatible and impossible claims, the claim
     /// lifecycle, driver and node restarts, node removal; writes a JSON result.
     Conformance(conformance::ConformanceArgs),
+    /// Measure: cluster start-up, the default conformance run (medians over several runs).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Build (or check) the control-plane binaries, then run the workspace's tests.
     Test(TestArgs),
 }
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Cluster(cmd) => cluster::run(cmd).await,
             Command::Conformance(args) => conformance::run(args).await,
+            Command::Bench(cmd) => bench::run(cmd).await,
             Command::Test(args) => test(args).await,
         }
     });

@@ -178,3 +178,61 @@ fn up_refuses_an_unknown_driver_or_a_driver_without_nodes() {
         assert!(!Path::new(state).exists(), "{args:?} started something");
     }
 }
+
+#[test]
+fn conformance_refuses_bad_input_before_starting_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other.yaml");
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/mock/standard-inference.yaml"))
+            .unwrap();
+    std::fs::write(&other, shipped.replace("driver: gpu.mock.dracheck.io", "driver: gpu.example.com")).unwrap();
+    let broken = tmp.path().join("broken.yaml");
+    std::fs::write(&broken, shipped.replace("withinSeconds: 30", "withinSeconds: soon")).unwrap();
+    let (other, broken) = (other.to_str().unwrap(), broken.to_str().unwrap());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["conformance", "--driver", "nope"], "unknown driver"),
+        (vec!["conformance", "--profile", "no-such-profile"], "no-such-profile"),
+        (vec!["conformance", "--profile", other], "is for driver gpu.example.com"),
+        (vec!["conformance", "--profile", broken], "line"),
+        (vec!["conformance", "--feature-gates", "Nope"], "invalid feature gate"),
+    ];
+    for (args, needle) in cases {
+        let out = xtask(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+        assert!(!text(&out).contains("starting etcd"), "{args:?} started a cluster: {}", text(&out));
+    }
+}
+
+#[test]
+fn conformance_writes_a_result_and_a_summary() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = xtask(
+        &[
+            "conformance",
+            "--only",
+            "plugin.registration.*",
+            "--only",
+            "versions.*",
+            "--nodes",
+            "1",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("PASS  driver               plugin.registration.info"), "{stdout}");
+    assert!(stdout.contains("versions.kubernetes"), "{stdout}");
+    let files: Vec<_> = std::fs::read_dir(out_dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "one JSON result: {files:?}");
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(result["schema_version"], 1);
+    assert_eq!(result["cluster"]["provider"], "local");
+    assert_eq!(result["driver"]["name"], "gpu.mock.dracheck.io");
+    let ids: Vec<&str> =
+        result["profiles"][0]["guarantees"].as_array().unwrap().iter().map(|g| g["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["versions.kubernetes", "versions.driver"], "--only selects the guarantees");
+}
