@@ -119,21 +119,123 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         }
         None
     };
+    let phases = [("cluster-start", cluster_start), ("teardown", teardown.elapsed())];
+    let result = assemble(begun, started_at, facts, driver, outcome, &phases);
+    Ok(Finished { result, kept })
+}
+
+fn assemble(
+    begun: Instant,
+    started_at: String,
+    cluster: ClusterFacts,
+    driver: DriverFacts,
+    outcome: engine::Outcome,
+    phases: &[(&str, Duration)],
+) -> RunResult {
     let mut timings = outcome.timings;
-    timings.insert("cluster-start".into(), cluster_start.as_secs_f64());
-    timings.insert("teardown".into(), teardown.elapsed().as_secs_f64());
-    let result = RunResult {
+    timings.extend(phases.iter().map(|(k, d)| (k.to_string(), d.as_secs_f64())));
+    RunResult {
         schema_version: SCHEMA_VERSION,
         dracheck_version: env!("CARGO_PKG_VERSION").into(),
         started_at,
         duration_seconds: begun.elapsed().as_secs_f64(),
-        cluster: facts,
+        cluster,
         driver,
         driver_guarantees: outcome.driver_guarantees,
         profiles: outcome.profiles,
         timings,
+    }
+}
+
+/// An existing cluster where the driver already runs (`--cluster kubeconfig`).
+pub struct ExistingRun {
+    pub kubeconfig: std::path::PathBuf,
+    pub context: Option<String>,
+    pub adapter: Adapter,
+    pub profiles: Vec<(std::path::PathBuf, Profile)>,
+    pub filter: Filter,
+    pub scenario_timeout: Duration,
+}
+
+fn unreachable(what: String) -> NotUp {
+    NotUp { exit_code: dracheck_clusters::EXIT_CLUSTER_DOWN, message: what }
+}
+
+/// Runs the plan against an existing cluster. Scenarios that restart kubelets or remove
+/// nodes are skipped there (the suite does not own the nodes); the plugin tier runs its own
+/// driver instances from the adapter's binary against the cluster's API.
+pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -> Result<RunResult, NotUp> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let begun = Instant::now();
+    let started_at = dracheck_objects::now().to_string();
+    let fix = "check --kubeconfig and --context, and that the cluster is up";
+    let kc = Kubeconfig::read_from(&cfg.kubeconfig).map_err(|e| NotUp {
+        exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+        message: format!(
+            "cannot read the kubeconfig {}: {e}; pass --kubeconfig with a readable file",
+            cfg.kubeconfig.display()
+        ),
+    })?;
+    let opts = KubeConfigOptions { context: cfg.context.clone(), ..KubeConfigOptions::default() };
+    let config = kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| NotUp {
+        exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+        message: format!("the kubeconfig {} does not give a cluster ({e}); {fix}", cfg.kubeconfig.display()),
+    })?;
+    let client =
+        kube::Client::try_from(config).map_err(|e| unreachable(format!("no client for the cluster: {e}; {fix}")))?;
+    let version = tokio::time::timeout(Duration::from_secs(15), client.apiserver_version())
+        .await
+        .map_err(|_| unreachable(format!("the cluster did not answer within 15s; {fix}")))?
+        .map_err(|e| unreachable(format!("the cluster cannot be reached: {e}; {fix}")))?;
+    let served =
+        dracheck_clusters::local::served_resource_versions(&client).await.map_err(|e| unreachable(e.to_string()))?;
+    if !served.iter().any(|v| v == "v1") {
+        return Err(unreachable(format!(
+            "the cluster (Kubernetes {}) does not serve resource.k8s.io/v1 (served: {served:?}); dracheck checks DRA as \
+             Kubernetes 1.34 and later serve it: upgrade the cluster or use the local one (--cluster local)",
+            version.git_version
+        )));
+    }
+    let facts = ClusterFacts {
+        provider: "kubeconfig".into(),
+        kubernetes_version: version.git_version.clone(),
+        resource_api_versions: served,
+        feature_gates: String::new(),
+        nodes: 0,
     };
-    Ok(Finished { result, kept })
+    let driver = DriverFacts {
+        name: cfg.adapter.spec.name.clone(),
+        version: cfg.adapter.version.clone(),
+        artifact: cfg.adapter.spec.program.display().to_string(),
+    };
+    let work =
+        tempfile::Builder::new().prefix("dracheck-p").tempdir().map_err(|e| unreachable(format!("a temp dir: {e}")))?;
+    let access = PluginAccess {
+        adapter: cfg.adapter.clone(),
+        kubeconfig: cfg.kubeconfig.clone(),
+        work_dir: work.path().to_path_buf(),
+    };
+    let mut target = Target::new(client, facts, driver, Vec::new(), None, Some(access));
+    target.nodes = target.live_nodes().await;
+    if target.nodes.is_empty() {
+        return Err(unreachable(format!(
+            "the driver {} publishes no ResourceSlices on this cluster; install it first (the mock: `cargo xtask cluster up --nodes N --driver mock`)",
+            cfg.adapter.spec.name
+        )));
+    }
+    target.cluster.nodes = target.nodes.len();
+    let plan = Plan {
+        driver_scenarios: scenarios::driver_scenarios(),
+        cluster_scenarios: scenarios::cluster_scenarios(),
+        profiles: cfg.profiles,
+        filter: cfg.filter,
+        run_id: run_id.to_string(),
+        scenario_timeout: cfg.scenario_timeout,
+    };
+    let say = |l: &str| progress.line(l);
+    let outcome = engine::run(&target, &plan, &say).await;
+    let (facts, driver) = (target.cluster.clone(), target.driver.clone());
+    Ok(assemble(begun, started_at, facts, driver, outcome, &[]))
 }
 
 /// The local cluster with `nodes` emulated nodes and the driver on each, ready once every

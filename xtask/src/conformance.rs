@@ -9,7 +9,7 @@ use dracheck_clusters::LocalClusterOptions;
 use dracheck_clusters::local::Progress;
 use dracheck_suites::adapters::{self, Adapter};
 use dracheck_suites::engine::Filter;
-use dracheck_suites::local_run::{self, LocalRun};
+use dracheck_suites::local_run::{self, ExistingRun, LocalRun};
 use dracheck_suites::profile::{self, Profile};
 use dracheck_suites::result::{RunResult, Verdict};
 
@@ -135,14 +135,15 @@ async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
     // Everything that can be wrong with the input is checked before anything starts.
     let adapter = adapter(&args)?;
     let profiles = load_profiles(&args, &adapter)?;
-    if args.cluster != "local" {
-        return Err((
-            exit::BAD_INPUT,
-            format!(
-                "--cluster {}: this version runs on `local`, the embedded cluster; pass --cluster local",
-                args.cluster
-            ),
-        ));
+    match args.cluster.as_str() {
+        "local" => {}
+        "kubeconfig" => return existing(args, adapter, profiles, progress).await,
+        other => {
+            let msg = format!(
+                "--cluster {other}: known are `local` (the embedded cluster) and `kubeconfig` (an existing one)"
+            );
+            return Err((exit::BAD_INPUT, msg));
+        }
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
@@ -183,7 +184,45 @@ async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
             dir.display()
         );
     }
-    let result = finished.result;
+    write_and_report(&args, short, &run_id, finished.result)
+}
+
+/// `--cluster kubeconfig`: the driver already runs there.
+async fn existing(
+    args: ConformanceArgs,
+    adapter: Adapter,
+    profiles: Vec<(PathBuf, Profile)>,
+    progress: Progress,
+) -> Result<u8, Early> {
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| (exit::BAD_INPUT, format!("cannot create --out {}: {e}", args.out.display())))?;
+    let kubeconfig = args
+        .kubeconfig
+        .clone()
+        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
+        .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
+    let short = adapter.short;
+    let cfg = ExistingRun {
+        kubeconfig,
+        context: args.context.clone(),
+        adapter,
+        profiles,
+        filter: Filter { only: args.only.clone(), skip: args.skip.clone() },
+        scenario_timeout: Duration::from_secs(args.scenario_timeout),
+    };
+    let run_id = local_run::run_id();
+    let result = tokio::select! {
+        r = local_run::run_existing(cfg, &run_id, &progress) => r.map_err(|e| (e.exit_code as u8, e.message))?,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("dracheck: interrupted; objects of this run carry the label dracheck.io/run={run_id}");
+            return Ok(exit::INTERRUPTED);
+        }
+    };
+    write_and_report(&args, short, &run_id, result)
+}
+
+fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: RunResult) -> Result<u8, Early> {
     let file = args.out.join(format!("{short}-{}-{run_id}.json", result.cluster.kubernetes_version));
     let json = serde_json::to_string_pretty(&result).expect("the result serializes");
     std::fs::write(&file, json).map_err(|e| (exit::CLUSTER_DOWN, format!("writing {}: {e}", file.display())))?;

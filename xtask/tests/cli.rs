@@ -236,3 +236,60 @@ fn conformance_writes_a_result_and_a_summary() {
         result["profiles"][0]["guarantees"].as_array().unwrap().iter().map(|g| g["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["versions.kubernetes", "versions.driver"], "--only selects the guarantees");
 }
+
+#[test]
+fn conformance_against_an_existing_cluster_skips_what_needs_node_control() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let state_s = state.to_str().unwrap();
+    let up = xtask(&["cluster", "up", "--state-dir", state_s, "--nodes", "2", "--driver", "mock"], &[]);
+    assert!(up.status.success(), "{}", text(&up));
+    let kubeconfig = state.join("admin.kubeconfig");
+    let out_dir = tmp.path().join("out");
+    let run = xtask(
+        &[
+            "conformance",
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            "dracheck-local",
+            "--profile",
+            "standard-inference",
+            "--only",
+            "claim.compatible.*",
+            "--only",
+            "driver.restart.*",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    // An unreachable apiserver: the same kubeconfig aimed at a closed port.
+    let dead = tmp.path().join("dead.kubeconfig");
+    let text_kc = std::fs::read_to_string(&kubeconfig).unwrap();
+    let server = text_kc
+        .lines()
+        .find(|l| l.trim_start().starts_with("server:"))
+        .unwrap()
+        .trim()
+        .trim_start_matches("server:")
+        .trim()
+        .to_string();
+    std::fs::write(&dead, text_kc.replace(&server, "https://127.0.0.1:1")).unwrap();
+    let unreachable = xtask(&["conformance", "--cluster", "kubeconfig", "--kubeconfig", dead.to_str().unwrap()], &[]);
+    let down = xtask(&["cluster", "down", "--state-dir", state_s], &[]);
+    assert!(down.status.success(), "{}", text(&down));
+
+    assert!(run.status.success(), "{}", text(&run));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("PASS  standard-inference   claim.compatible.allocated"), "{stdout}");
+    assert!(
+        stdout.contains("skip  standard-inference   driver.restart.slices-kept")
+            && stdout.contains("needs control over the nodes"),
+        "{stdout}"
+    );
+    assert_eq!(unreachable.status.code(), Some(3), "{}", text(&unreachable));
+    assert!(text(&unreachable).contains("cannot be reached"), "{}", text(&unreachable));
+}
