@@ -23,6 +23,8 @@ pub struct LocalRun {
     pub nodes: usize,
     pub cluster: LocalClusterOptions,
     pub scenario_timeout: Duration,
+    /// `--parallel N`; 0: no limit beyond the nodes.
+    pub parallel: usize,
     /// Leave the cluster running: returned instead of stopped.
     pub keep_cluster: bool,
 }
@@ -44,6 +46,7 @@ impl LocalRun {
             nodes: 7,
             cluster: LocalClusterOptions::from_env(),
             scenario_timeout: Duration::from_secs(300),
+            parallel: 0,
             keep_cluster: false,
         })
     }
@@ -105,6 +108,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         filter: cfg.filter,
         run_id: run_id.to_string(),
         scenario_timeout: cfg.scenario_timeout,
+        parallel: limit(cfg.parallel),
     };
     let say = |l: &str| progress.line(l);
     let outcome = engine::run(&target, &plan, &say).await;
@@ -155,6 +159,12 @@ pub struct ExistingRun {
     pub profiles: Vec<(std::path::PathBuf, Profile)>,
     pub filter: Filter,
     pub scenario_timeout: Duration,
+    pub parallel: usize,
+}
+
+/// The limit of `--parallel N`, none for 0.
+fn limit(parallel: usize) -> Option<tokio::sync::Semaphore> {
+    (parallel > 0).then(|| tokio::sync::Semaphore::new(parallel))
 }
 
 fn unreachable(what: String) -> NotUp {
@@ -231,6 +241,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         filter: cfg.filter,
         run_id: run_id.to_string(),
         scenario_timeout: cfg.scenario_timeout,
+        parallel: limit(cfg.parallel),
     };
     let say = |l: &str| progress.line(l);
     let outcome = engine::run(&target, &plan, &say).await;

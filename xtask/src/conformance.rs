@@ -65,6 +65,10 @@ pub struct ConformanceArgs {
     /// The mock driver's inventory (default: drivers/mock/inventory/default.yaml).
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
+    /// Run at most N groups of scenarios at once (each group on a node of its own); 0: as
+    /// many as there are nodes for.
+    #[arg(long, default_value_t = 0)]
+    pub parallel: usize,
     /// Seconds one scenario may take.
     #[arg(long, default_value_t = 240)]
     pub scenario_timeout: u64,
@@ -163,6 +167,7 @@ async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
             ..LocalClusterOptions::default()
         },
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
+        parallel: args.parallel,
         keep_cluster: args.keep_cluster,
     };
     let run_id = local_run::run_id();
@@ -210,6 +215,7 @@ async fn existing(
         profiles,
         filter: Filter { only: args.only.clone(), skip: args.skip.clone() },
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
+        parallel: args.parallel,
     };
     let run_id = local_run::run_id();
     let result = tokio::select! {

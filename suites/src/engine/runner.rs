@@ -50,6 +50,9 @@ pub struct Plan {
     pub filter: Filter,
     pub run_id: String,
     pub scenario_timeout: Duration,
+    /// At most this many node groups at once (`--parallel N`); `None`: every group whose
+    /// role has a node of its own.
+    pub parallel: Option<tokio::sync::Semaphore>,
 }
 
 pub struct Outcome {
@@ -162,6 +165,10 @@ async fn run_profile(
             let mut out = Vec::new();
             let mut allocations = Vec::new();
             let mut t = BTreeMap::new();
+            let _permit = match &plan.parallel {
+                Some(limit) => Some(limit.acquire().await.expect("the semaphore is never closed")),
+                None => None,
+            };
             for (s, ids) in group {
                 let started = Instant::now();
                 let (results, alloc) = match &class_error {
