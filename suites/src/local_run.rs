@@ -88,11 +88,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         feature_gates: cluster.info().feature_gates.clone(),
         nodes: cluster.nodes().len(),
     };
-    let driver = DriverFacts {
-        name: cfg.adapter.spec.name.clone(),
-        version: cfg.adapter.version.clone(),
-        artifact: cfg.adapter.spec.program.display().to_string(),
-    };
+    let driver = driver_facts(&cfg.adapter);
     let access = PluginAccess {
         adapter: cfg.adapter.clone(),
         kubeconfig: cluster.kubeconfig().to_path_buf(),
@@ -101,15 +97,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
     };
     let nodes = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
     let target = Target::new(cluster.client(), facts.clone(), driver.clone(), nodes, Some(cluster), Some(access));
-    let plan = Plan {
-        driver_scenarios: scenarios::driver_scenarios(),
-        cluster_scenarios: scenarios::cluster_scenarios(),
-        profiles: cfg.profiles,
-        filter: cfg.filter,
-        run_id: run_id.to_string(),
-        scenario_timeout: cfg.scenario_timeout,
-        parallel: limit(cfg.parallel),
-    };
+    let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
     let say = |l: &str| progress.line(l);
     let outcome = engine::run(&target, &plan, &say).await;
 
@@ -162,9 +150,31 @@ pub struct ExistingRun {
     pub parallel: usize,
 }
 
-/// The limit of `--parallel N`, none for 0.
-fn limit(parallel: usize) -> Option<tokio::sync::Semaphore> {
-    (parallel > 0).then(|| tokio::sync::Semaphore::new(parallel))
+/// Every scenario, for `profiles`; `parallel` 0 sets no limit beyond the nodes.
+fn plan(
+    profiles: Vec<(std::path::PathBuf, Profile)>,
+    filter: Filter,
+    run_id: &str,
+    scenario_timeout: Duration,
+    parallel: usize,
+) -> Plan {
+    Plan {
+        driver_scenarios: scenarios::driver_scenarios(),
+        cluster_scenarios: scenarios::cluster_scenarios(),
+        profiles,
+        filter,
+        run_id: run_id.to_string(),
+        scenario_timeout,
+        parallel: (parallel > 0).then(|| tokio::sync::Semaphore::new(parallel)),
+    }
+}
+
+fn driver_facts(adapter: &Adapter) -> DriverFacts {
+    DriverFacts {
+        name: adapter.spec.name.clone(),
+        version: adapter.version.clone(),
+        artifact: adapter.spec.program.display().to_string(),
+    }
 }
 
 fn unreachable(what: String) -> NotUp {
@@ -213,11 +223,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         feature_gates: String::new(),
         nodes: 0,
     };
-    let driver = DriverFacts {
-        name: cfg.adapter.spec.name.clone(),
-        version: cfg.adapter.version.clone(),
-        artifact: cfg.adapter.spec.program.display().to_string(),
-    };
+    let driver = driver_facts(&cfg.adapter);
     let work =
         tempfile::Builder::new().prefix("dracheck-p").tempdir().map_err(|e| unreachable(format!("a temp dir: {e}")))?;
     let access = PluginAccess {
@@ -234,15 +240,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         )));
     }
     target.cluster.nodes = target.nodes.len();
-    let plan = Plan {
-        driver_scenarios: scenarios::driver_scenarios(),
-        cluster_scenarios: scenarios::cluster_scenarios(),
-        profiles: cfg.profiles,
-        filter: cfg.filter,
-        run_id: run_id.to_string(),
-        scenario_timeout: cfg.scenario_timeout,
-        parallel: limit(cfg.parallel),
-    };
+    let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
     let say = |l: &str| progress.line(l);
     let outcome = engine::run(&target, &plan, &say).await;
     let (facts, driver) = (target.cluster.clone(), target.driver.clone());
