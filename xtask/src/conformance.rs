@@ -230,10 +230,19 @@ async fn existing(
 
 fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: RunResult) -> Result<u8, Early> {
     let file = args.out.join(format!("{short}-{}-{run_id}.json", result.cluster.kubernetes_version));
+    let mut result = result;
+    crate::report::redactor(args.kubeconfig.as_deref()).result(&mut result);
     let json = serde_json::to_string_pretty(&result).expect("the result serializes");
     std::fs::write(&file, json).map_err(|e| (exit::CLUSTER_DOWN, format!("writing {}: {e}", file.display())))?;
     print_summary(&result);
     println!("result: {}", file.display());
+    match dracheck_report::render_beside(&file, &result, &Default::default()) {
+        Ok(pages) => {
+            let names: Vec<String> = pages.iter().map(|p| p.display().to_string()).collect();
+            println!("reports: {}", names.join(", "));
+        }
+        Err(e) => eprintln!("dracheck: the result is written, but rendering its reports failed: {e}"),
+    }
     Ok(if result.all_held() { exit::OK } else { exit::FAILED })
 }
 

@@ -5,6 +5,7 @@ mod cluster;
 mod conformance;
 mod exit;
 mod nodes;
+mod report;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,14 @@ enum Command {
     /// Measure: cluster start-up, the default conformance run (medians over several runs).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Render a result as JUnit XML, Markdown or HTML (default: all three, next to the JSON).
+    Report(report::ReportArgs),
+    /// Aggregate the results in a folder into one HTML and Markdown matrix of guarantees by
+    /// driver, driver version, Kubernetes version and cluster.
+    Matrix(report::MatrixArgs),
+    /// The migration gate: may the cluster of result B replace that of result A? Exit 1 on a
+    /// regression or a hardware difference that was not allowed.
+    Compare(report::CompareArgs),
     /// Build (or check) the control-plane binaries, then run the workspace's tests.
     Test(TestArgs),
 }
@@ -51,6 +60,9 @@ fn main() -> ExitCode {
             Command::Conformance(args) => conformance::run(args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
             Command::Test(args) => test(args).await,
+            Command::Report(args) => report::report(args),
+            Command::Matrix(args) => report::matrix(args),
+            Command::Compare(args) => report::compare(args),
         }
     });
     ExitCode::from(code)

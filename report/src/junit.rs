@@ -1,0 +1,56 @@
+//! JUnit XML: one suite per section, one test case per guarantee. Skips carry their reason;
+//! failures their reason as the message and the evidence as the description, which CI systems
+//! show on the failure's page.
+
+use std::time::Duration;
+
+use dracheck_suites::result::{RunResult, Verdict};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+use crate::view;
+
+/// Evidence beyond this is cut: CI systems choke on megabytes in one attribute.
+const EVIDENCE_LIMIT: usize = 16 * 1024;
+
+pub fn render(r: &RunResult) -> String {
+    let mut report = Report::new(format!("dracheck: {}", view::headline(r)));
+    report.set_time(Duration::from_secs_f64(r.duration_seconds.max(0.0)));
+    for section in view::sections(r) {
+        let mut suite = TestSuite::new(format!("dracheck.{}", section.key));
+        for g in section.guarantees {
+            let mut status = match g.verdict {
+                Verdict::Pass => TestCaseStatus::success(),
+                Verdict::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
+                Verdict::Skip => TestCaseStatus::skipped(),
+            };
+            if g.verdict != Verdict::Pass {
+                status.set_message(g.reason.as_str());
+            }
+            if g.verdict == Verdict::Fail && !g.evidence.is_empty() {
+                status.set_description(evidence_summary(g));
+            }
+            let mut case = TestCase::new(g.id.as_str(), status);
+            case.set_classname(format!("dracheck.{}.{}", section.key, g.scenario));
+            case.set_time(Duration::from_secs_f64(view::seconds(g).max(0.0)));
+            if g.verdict == Verdict::Pass {
+                case.set_system_out(g.reason.as_str());
+            }
+            suite.add_test_case(case);
+        }
+        report.add_test_suite(suite);
+    }
+    report.to_string().expect("a JUnit report of plain strings serializes")
+}
+
+fn evidence_summary(g: &dracheck_suites::result::GuaranteeResult) -> String {
+    let mut out = String::new();
+    for e in &g.evidence {
+        out.push_str(&format!("== {} ==\n{}\n", e.title, e.body.trim_end()));
+    }
+    if out.len() > EVIDENCE_LIMIT {
+        let cut = (0..=EVIDENCE_LIMIT).rev().find(|i| out.is_char_boundary(*i)).unwrap_or(0);
+        out.truncate(cut);
+        out.push_str("\n… (cut; the JSON result holds all of it)");
+    }
+    out
+}

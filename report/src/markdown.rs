@@ -1,0 +1,70 @@
+//! A Markdown summary for pull-request comments: the headline, the counts, one table per
+//! section, and the evidence of failures folded under `<details>`.
+
+use dracheck_suites::result::{RunResult, Verdict};
+
+use crate::view::{self, Counts};
+
+/// Evidence bodies beyond this many lines are cut in a comment; the HTML page has them all.
+const EVIDENCE_LINES: usize = 40;
+
+pub fn render(r: &RunResult) -> String {
+    let counts = Counts::of(r.all());
+    let mut out = format!("## dracheck: {}\n\n", view::headline(r));
+    let status = if counts.fail == 0 { "every checked guarantee held" } else { "some guarantees did not hold" };
+    out.push_str(&format!("**{counts}** — {status}.\n\n"));
+    out.push_str(&format!(
+        "resource.k8s.io {} · started {} · {:.0}s\n\n",
+        r.cluster.resource_api_versions.join(", "),
+        r.started_at,
+        r.duration_seconds
+    ));
+    for section in view::sections(r) {
+        out.push_str(&format!("### {}\n\n| guarantee | verdict | reason | time |\n|---|---|---|---|\n", section.title));
+        for g in section.guarantees {
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {} |\n",
+                g.id,
+                view::symbol(g.verdict),
+                cell(&g.reason),
+                cell(&view::durations(g))
+            ));
+        }
+        out.push('\n');
+        for g in section.guarantees.iter().filter(|g| g.verdict == Verdict::Fail && !g.evidence.is_empty()) {
+            out.push_str(&format!("<details><summary>Evidence for <code>{}</code></summary>\n\n", g.id));
+            for e in &g.evidence {
+                out.push_str(&format!("**{}**\n\n```text\n{}\n```\n\n", e.title, fence_safe(&cut(&e.body))));
+            }
+            out.push_str("</details>\n\n");
+        }
+    }
+    out
+}
+
+/// A table cell: one line, pipes escaped, and no `<…>` a renderer could take for a tag.
+pub fn cell(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace('\r', "")
+        .replace('\n', "<br>")
+}
+
+fn cut(body: &str) -> String {
+    let lines: Vec<&str> = body.trim_end().lines().collect();
+    if lines.len() <= EVIDENCE_LINES {
+        return lines.join("\n");
+    }
+    format!(
+        "{}\n… ({} more lines in the JSON result)",
+        lines[..EVIDENCE_LINES].join("\n"),
+        lines.len() - EVIDENCE_LINES
+    )
+}
+
+/// A body that holds a fence would end the code block early.
+fn fence_safe(s: &str) -> String {
+    s.replace("```", "ˋˋˋ")
+}
