@@ -1,0 +1,32 @@
+//! `nvidia-smi -L` output: which GPUs (and MIG devices) a container sees.
+
+/// The UUIDs in `nvidia-smi -L` output, in order: `GPU 0: NVIDIA A100-SXM4-40GB (UUID:
+/// GPU-…)` lines and the indented `MIG 1g.5gb Device 0: (UUID: MIG-…)` lines.
+pub fn uuids(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            if !(l.starts_with("GPU ") || l.starts_with("MIG ")) {
+                return None;
+            }
+            let rest = &l[l.rfind("(UUID: ")? + "(UUID: ".len()..];
+            Some(rest.strip_suffix(')')?.trim().to_string())
+        })
+        .collect()
+}
+
+/// Whether the container saw exactly the allocated `want` UUIDs: no fewer (allocation not
+/// delivered) and no more (isolation broken).
+pub fn sees_exactly(output: &str, want: &[String]) -> Result<(), String> {
+    let mut seen = uuids(output);
+    seen.sort();
+    seen.dedup();
+    let mut want = want.to_vec();
+    want.sort();
+    if seen == want {
+        Ok(())
+    } else {
+        Err(format!("nvidia-smi -L in the container lists {seen:?}, but {want:?} were allocated"))
+    }
+}
