@@ -1,0 +1,89 @@
+use std::collections::BTreeMap;
+
+use dracheck_objects::device;
+use k8s_openapi::api::resource::v1::Device;
+
+use super::{DeviceInput, Environment};
+
+const DRIVER: &str = "gpu.example.com";
+
+fn gpu() -> Device {
+    let mut d = device("gpu-0")
+        .string("model", "a100")
+        .int("index", 3)
+        .bool("mig", false)
+        .version("driverVersion", "550.54.15")
+        .capacity("memory", "80Gi")
+        .build();
+    let attrs = d.attributes.get_or_insert_default();
+    attrs.insert(
+        "other.example.com/zone".into(),
+        k8s_openapi::api::resource::v1::DeviceAttribute { string: Some("z1".into()), ..Default::default() },
+    );
+    attrs.insert(
+        "links".into(),
+        k8s_openapi::api::resource::v1::DeviceAttribute { ints: Some(vec![1, 2, 3]), ..Default::default() },
+    );
+    d
+}
+
+fn eval(expr: &str) -> Result<bool, String> {
+    let env = Environment::new();
+    let d = gpu();
+    let sel = env.compile(expr)?;
+    env.matches(&sel, &DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() })
+}
+
+#[test]
+fn the_dra_environment_evaluates_what_selectors_use() {
+    let truths = [
+        r#"device.driver == "gpu.example.com""#,
+        r#"device.attributes["gpu.example.com"].model == "a100""#,
+        r#"device.attributes["gpu.example.com"].index > 2"#,
+        r#"!device.attributes["gpu.example.com"].mig"#,
+        r#"device.attributes["other.example.com"].zone == "z1""#,
+        r#"device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) > 0"#,
+        r#"device.capacity["gpu.example.com"].memory.isGreaterThan(quantity("79Gi"))"#,
+        r#"device.capacity["gpu.example.com"].memory == quantity("80Gi")"#,
+        r#"device.capacity["gpu.example.com"].memory.asInteger() == 85899345920"#,
+        r#"quantity("1.5Gi").isLessThan(quantity("2Gi")) && quantity("100m").sign() == 1"#,
+        r#"device.attributes["gpu.example.com"].driverVersion.isGreaterThan(semver("550.9.0"))"#,
+        r#"device.attributes["gpu.example.com"].driverVersion.major() == 550"#,
+        r#"device.attributes["gpu.example.com"].driverVersion.compareTo(semver("550.54.15")) == 0"#,
+        r#"isSemver("1.0.0") && !isSemver("1.0") && isQuantity("24Gi")"#,
+        r#"device.attributes["gpu.example.com"].model.startsWith("a1")"#,
+        r#"device.attributes["gpu.example.com"].model.upperAscii() == "A100""#,
+        r#"device.attributes["gpu.example.com"].model.matches("^a[0-9]+$")"#,
+        r#"device.attributes["gpu.example.com"].links.isSorted() && device.attributes["gpu.example.com"].links.sum() == 6"#,
+        r#"device.attributes["gpu.example.com"].links.max() == 3 && [3, 1].min() == 1"#,
+        r#"device.attributes["gpu.example.com"].links.indexOf(2) == 1 && "abcb".lastIndexOf("b") == 3"#,
+        r#"cel.bind(g, device.attributes["gpu.example.com"], g.model == "a100" && g.index == 3)"#,
+        r#"has(device.attributes["gpu.example.com"].model) && !has(device.attributes["gpu.example.com"].colour)"#,
+        r#"!has(device.attributes["nowhere.example.com"].model)"#,
+        r#"device.attributes["gpu.example.com"].exists(k, k == "mig")"#,
+    ];
+    for t in truths {
+        assert_eq!(eval(t), Ok(true), "{t}");
+    }
+    assert_eq!(eval(r#"device.attributes["gpu.example.com"].model == "l4""#), Ok(false));
+}
+
+#[test]
+fn runtime_errors_are_errors_not_false() {
+    let missing = eval(r#"device.attributes["gpu.example.com"].colour == "red""#).unwrap_err();
+    assert!(missing.contains("no such key: colour"), "{missing}");
+    let other_domain = eval(r#"device.attributes["nowhere.example.com"].model == "a100""#).unwrap_err();
+    assert!(other_domain.contains("no such key: model"), "{other_domain}");
+    assert!(eval(r#"device.capacity["gpu.example.com"].memory.compareTo(semver("1.0.0")) > 0"#).is_err());
+    assert!(eval(r#"quantity("lots").sign() == 1"#).is_err());
+    let not_bool = eval(r#"device.attributes["gpu.example.com"].index"#).unwrap_err();
+    assert!(not_bool.contains("not a bool"), "{not_bool}");
+}
+
+#[test]
+fn syntax_errors_are_compile_errors() {
+    let env = Environment::new();
+    assert!(env.compile(r#"device.driver == "#).is_err());
+    assert!(env.compile(r#"device.driver == "x""#).is_ok());
+    let _ = BTreeMap::<String, String>::new();
+}
