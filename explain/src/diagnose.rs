@@ -1,0 +1,445 @@
+//! Puts it together: evaluates every request against every device, searches each node for a
+//! device set as the allocator would, and names the causes when no node has one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::resource::v1::{DeviceConstraint, ResourceClaim};
+
+use crate::cel::{Environment, Quantity};
+use crate::evaluate::{self, Consumed, DeviceEval, Match, Request, Slot};
+use crate::model::{
+    Cause, ClaimReport, DeviceRow, Explanation, NodeOutcome, Reason, RequestReport, SelectorMiss, Summary,
+};
+use crate::nodes::{node_problem, selector_matches};
+use crate::pools::{self, Pool, PoolDevice, device_reaches, placement};
+use crate::search::{Outcome, Search};
+use crate::state::{ClusterState, Subject};
+use crate::suggest;
+
+fn key(ns: Option<&str>, name: Option<&str>) -> String {
+    format!("{}/{}", ns.unwrap_or_default(), name.unwrap_or_default())
+}
+
+fn claim_key(c: &ResourceClaim) -> String {
+    key(c.metadata.namespace.as_deref(), c.metadata.name.as_deref())
+}
+
+fn allocation_results(c: &ResourceClaim) -> Vec<&k8s_openapi::api::resource::v1::DeviceRequestAllocationResult> {
+    c.status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .map(|r| r.iter().collect())
+        .unwrap_or_default()
+}
+
+fn is_allocated(c: &ResourceClaim) -> bool {
+    c.status.as_ref().and_then(|s| s.allocation.as_ref()).is_some()
+}
+
+/// Everything the evaluation computed, for the causes and suggestions to read.
+pub struct Facts<'a> {
+    pub env: &'a Environment,
+    pub state: &'a ClusterState,
+    pub pools: &'a [Pool<'a>],
+    pub devices: &'a [PoolDevice<'a>],
+    pub requests: &'a [Request<'a>],
+    pub evals: &'a [Vec<DeviceEval>],
+    pub in_use: &'a [bool],
+    pub holders: &'a [Option<String>],
+    /// Per node that the pod may use: which devices it reaches.
+    pub reach: &'a [(String, Vec<bool>)],
+}
+
+impl Facts<'_> {
+    pub fn pool_usable(&self, d: usize) -> bool {
+        self.pools[self.devices[d].pool].unusable.is_none()
+    }
+
+    /// Free, compatible and usable from the named node.
+    pub fn free_compatible_on(&self, r: usize, node: &[bool]) -> usize {
+        (0..self.devices.len()).filter(|&d| node[d] && !self.in_use[d] && self.evals[r][d].compatible()).count()
+    }
+}
+
+pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
+    let env = Environment::new();
+    let pools = pools::gather(&state.slices);
+    let devices = evaluate::all_devices(&pools);
+    let subject_keys: BTreeSet<String> = subject.claims.iter().map(claim_key).collect();
+
+    // Who holds which device; devices that allow several allocations are never exclusive.
+    let index: HashMap<(String, String, String), usize> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, pd)| ((pd.slice.spec.driver.clone(), pd.slice.spec.pool.name.clone(), pd.device.name.clone()), i))
+        .collect();
+    let shareable: Vec<bool> = devices.iter().map(|pd| pd.device.allow_multiple_allocations == Some(true)).collect();
+    let mut holders: Vec<Option<String>> = vec![None; devices.len()];
+    let mut consumed: Consumed = HashMap::new();
+    for c in &state.claims {
+        if subject_keys.contains(&claim_key(c)) {
+            continue;
+        }
+        for r in allocation_results(c) {
+            if r.admin_access == Some(true) {
+                continue;
+            }
+            let id = (r.driver.clone(), r.pool.clone(), r.device.clone());
+            if let Some(&i) = index.get(&id) {
+                if shareable[i] {
+                    let used = consumed.entry(id).or_default();
+                    for (name, q) in r.consumed_capacity.iter().flatten() {
+                        let Ok(q) = Quantity::parse(&q.0) else { continue };
+                        let sum = used.get(name).map_or(Ok(q.clone()), |u: &Quantity| u.add(&q)).unwrap_or(q);
+                        used.insert(name.clone(), sum);
+                    }
+                } else {
+                    holders[i] = Some(claim_key(c));
+                }
+            }
+        }
+    }
+    let in_use: Vec<bool> = holders.iter().map(Option::is_some).collect();
+
+    let pending: Vec<&ResourceClaim> = subject.claims.iter().filter(|c| !is_allocated(c)).collect();
+    let pinned: Vec<&ResourceClaim> = subject.claims.iter().filter(|c| is_allocated(c)).collect();
+    let (requests, slots) = evaluate::requests(&env, &pending, &state.classes);
+    let evals: Vec<Vec<DeviceEval>> = requests
+        .iter()
+        .map(|r| devices.iter().map(|pd| evaluate::evaluate(&env, r, pd, &consumed)).collect())
+        .collect();
+    let constraints: Vec<Vec<DeviceConstraint>> = pending
+        .iter()
+        .map(|c| {
+            c.spec.as_ref().and_then(|s| s.devices.as_ref()).and_then(|d| d.constraints.clone()).unwrap_or_default()
+        })
+        .collect();
+    let missing_class: Vec<&Request<'_>> = requests.iter().filter(|r| r.class.is_none()).collect();
+
+    // Node by node, as the scheduler filters them.
+    let mut outcomes = Vec::new();
+    let mut reach: Vec<(String, Vec<bool>)> = Vec::new();
+    let mut node_problems: BTreeMap<String, String> = BTreeMap::new();
+    let mut errors: Vec<(usize, usize, String)> = Vec::new();
+    for node in &state.nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut problem = node_problem(node, subject.pod.as_ref());
+        if problem.is_none()
+            && let Some(c) = pinned.iter().find(|c| {
+                let sel = c.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.node_selector.as_ref());
+                sel.is_some_and(|s| !selector_matches(s, node))
+            })
+        {
+            problem = Some(format!("claim {} is allocated with devices not available on this node", claim_key(c)));
+        }
+        if let Some(p) = &problem {
+            node_problems.insert(name.clone(), p.clone());
+            outcomes.push(NodeOutcome { node: name, fits: false, problem, detail: String::new() });
+            continue;
+        }
+        let usable: Vec<bool> = devices
+            .iter()
+            .map(|pd| pools[pd.pool].unusable.is_none() && device_reaches(pd.slice, pd.device, node))
+            .collect();
+        reach.push((name.clone(), usable.clone()));
+        if let Some(r) = missing_class.first() {
+            let detail = format!("request {}: DeviceClass {} does not exist", r.name, r.class_name);
+            outcomes.push(NodeOutcome { node: name, fits: false, problem: None, detail });
+            continue;
+        }
+        let search =
+            Search::new(&requests, &slots, &devices, &evals, &in_use, &shareable, usable.clone(), &constraints);
+        let (fits, detail) = match search.run() {
+            Outcome::Fit(chosen) => {
+                let picked: Vec<String> =
+                    chosen.iter().map(|(r, d)| format!("{}: {}", requests[*r].name, device_id(&devices[*d]))).collect();
+                (true, if picked.is_empty() { "nothing to allocate".into() } else { picked.join(", ") })
+            }
+            Outcome::NoFit => (false, shortfall(&requests, &slots, &evals, &in_use, &usable)),
+            Outcome::Error(r, d, e) => {
+                let detail = format!("CEL error on {} stops allocation here: {e}", device_id(&devices[d]));
+                errors.push((r, d, e));
+                (false, detail)
+            }
+        };
+        outcomes.push(NodeOutcome { node: name, fits, problem: None, detail });
+    }
+    let fits = pending.is_empty() || outcomes.iter().any(|o| o.fits);
+
+    let facts = Facts {
+        env: &env,
+        state,
+        pools: &pools,
+        devices: &devices,
+        requests: &requests,
+        evals: &evals,
+        in_use: &in_use,
+        holders: &holders,
+        reach: &reach,
+    };
+    let reports = request_reports(&facts, &node_problems);
+    let mut claims = Vec::new();
+    for c in &subject.claims {
+        let allocated = is_allocated(c).then(|| {
+            allocation_results(c)
+                .iter()
+                .map(|r| format!("{}: {}/{}/{}", r.request, r.driver, r.pool, r.device))
+                .collect()
+        });
+        let ci = pending.iter().position(|p| claim_key(p) == claim_key(c));
+        let requests = match ci {
+            Some(ci) => {
+                requests.iter().zip(&reports).filter(|(r, _)| r.claim == ci).map(|(_, rep)| rep.clone()).collect()
+            }
+            None => Vec::new(),
+        };
+        claims.push(ClaimReport { claim: claim_key(c), allocated, requests });
+    }
+    let summary = overall_summary(&facts);
+    let causes = if fits { Vec::new() } else { causes(&facts, &reports, &errors, &outcomes) };
+    let suggestions = if fits { Vec::new() } else { suggest::suggestions(&facts, &causes) };
+    Explanation { subject: subject.what.clone(), fits, summary, claims, nodes: outcomes, causes, suggestions }
+}
+
+pub fn device_id(pd: &PoolDevice<'_>) -> String {
+    format!("{}/{}/{}", pd.slice.spec.driver, pd.slice.spec.pool.name, pd.device.name)
+}
+
+/// Why the search found nothing on a node: the first request short of devices there.
+fn shortfall(
+    requests: &[Request<'_>],
+    slots: &[Slot],
+    evals: &[Vec<DeviceEval>],
+    in_use: &[bool],
+    usable: &[bool],
+) -> String {
+    for slot in slots {
+        for &r in &slot.alternatives {
+            let free = (0..usable.len()).filter(|&d| usable[d] && !in_use[d] && evals[r][d].compatible()).count();
+            let needed = if requests[r].all { 1 } else { requests[r].count };
+            if free < needed {
+                return format!(
+                    "request {}: {free} of {needed} needed devices free and compatible here",
+                    requests[r].name
+                );
+            }
+        }
+    }
+    "enough devices per request, but no combination meets the claim's constraints".into()
+}
+
+fn needed(facts: &Facts<'_>, r: usize) -> usize {
+    let req = &facts.requests[r];
+    if req.all {
+        (0..facts.devices.len()).filter(|&d| facts.evals[r][d].compatible()).count().max(1)
+    } else {
+        req.count
+    }
+}
+
+fn request_summary(facts: &Facts<'_>, r: usize) -> Summary {
+    let n = facts.devices.len();
+    let reachable = |d: usize| facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]);
+    let known = facts.requests[r].class.is_some();
+    Summary {
+        devices: n,
+        free: (0..n).filter(|&d| !facts.in_use[d]).count(),
+        compatible: if known { (0..n).filter(|&d| facts.evals[r][d].compatible()).count() } else { 0 },
+        free_compatible: if known {
+            (0..n).filter(|&d| !facts.in_use[d] && facts.evals[r][d].compatible() && reachable(d)).count()
+        } else {
+            0
+        },
+        needed: needed(facts, r),
+    }
+}
+
+fn overall_summary(facts: &Facts<'_>) -> Summary {
+    let n = facts.devices.len();
+    let rs = 0..facts.requests.len();
+    let known = |r: usize| facts.requests[r].class.is_some();
+    let reachable = |d: usize| facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]);
+    let compatible = |d: usize| rs.clone().any(|r| known(r) && facts.evals[r][d].compatible());
+    Summary {
+        devices: n,
+        free: (0..n).filter(|&d| !facts.in_use[d]).count(),
+        compatible: (0..n).filter(|&d| compatible(d)).count(),
+        free_compatible: (0..n).filter(|&d| !facts.in_use[d] && compatible(d) && reachable(d)).count(),
+        needed: rs.clone().map(|r| needed(facts, r)).sum(),
+    }
+}
+
+fn request_reports(facts: &Facts<'_>, node_problems: &BTreeMap<String, String>) -> Vec<RequestReport> {
+    let mut out = Vec::new();
+    for (r, req) in facts.requests.iter().enumerate() {
+        let mut rows = Vec::new();
+        if req.class.is_some() {
+            for (d, pd) in facts.devices.iter().enumerate() {
+                let pool = &facts.pools[pd.pool];
+                let eval = &facts.evals[r][d];
+                let ruled_out = if let Some(m) = &pool.unusable {
+                    Some(Reason::Pool { message: m.clone() })
+                } else if let Some(by) = &facts.holders[d] {
+                    Some(Reason::Allocated { by: by.clone(), compatible: eval.compatible() })
+                } else if let Some(reason) = eval.reason() {
+                    Some(reason)
+                } else if !facts.reach.iter().any(|(_, v)| v[d]) {
+                    let place = placement(pd.slice);
+                    let message =
+                        node_problems.get(&place).cloned().unwrap_or_else(|| "on no node the pod may use".into());
+                    Some(Reason::Node { message })
+                } else {
+                    None
+                };
+                rows.push(DeviceRow {
+                    node: placement(pd.slice),
+                    driver: pd.slice.spec.driver.clone(),
+                    pool: pd.slice.spec.pool.name.clone(),
+                    device: pd.device.name.clone(),
+                    ruled_out,
+                });
+            }
+        }
+        out.push(RequestReport {
+            name: req.name.clone(),
+            class: req.class_name.clone(),
+            class_exists: req.class.is_some(),
+            mode: if req.all { "All".into() } else { "ExactCount".into() },
+            summary: request_summary(facts, r),
+            devices: rows,
+        });
+    }
+    out
+}
+
+/// Groups the devices a request's selectors rule out by the selector that failed first.
+fn misses(facts: &Facts<'_>, r: usize, only_free: bool) -> Vec<SelectorMiss> {
+    let mut groups: Vec<SelectorMiss> = Vec::new();
+    for d in 0..facts.devices.len() {
+        if only_free && facts.in_use[d] {
+            continue;
+        }
+        let Match::No(Reason::Selector { source, index, expression, actual }) = &facts.evals[r][d].selectors else {
+            continue;
+        };
+        match groups.iter_mut().find(|g| g.source == *source && g.index == *index) {
+            Some(g) => {
+                g.devices += 1;
+                if !actual.is_empty() && !g.actual.contains(actual) && g.actual.len() < 6 {
+                    g.actual.push(actual.clone());
+                }
+            }
+            None => groups.push(SelectorMiss {
+                source: source.clone(),
+                index: *index,
+                expression: expression.clone(),
+                devices: 1,
+                actual: if actual.is_empty() { Vec::new() } else { vec![actual.clone()] },
+            }),
+        }
+    }
+    groups.sort_by_key(|g| std::cmp::Reverse(g.devices));
+    groups
+}
+
+fn causes(
+    facts: &Facts<'_>,
+    reports: &[RequestReport],
+    errors: &[(usize, usize, String)],
+    outcomes: &[NodeOutcome],
+) -> Vec<Cause> {
+    let mut out = Vec::new();
+    for (r, req) in facts.requests.iter().enumerate() {
+        let s = &reports[r].summary;
+        let name = req.name.clone();
+        if req.class.is_none() {
+            out.push(Cause::UnknownClass { request: name, class: req.class_name.clone() });
+            continue;
+        }
+        for (er, d, e) in errors {
+            if *er == r {
+                let device = device_id(&facts.devices[*d]);
+                if !out
+                    .iter()
+                    .any(|c| matches!(c, Cause::SelectorError { device: x, error: y, .. } if *x == device && y == e))
+                {
+                    out.push(Cause::SelectorError { request: name.clone(), device, error: e.clone() });
+                }
+            }
+        }
+        if s.compatible == 0 {
+            let mut m = misses(facts, r, false);
+            for d in 0..facts.devices.len() {
+                if facts.evals[r][d].selectors == Match::Yes
+                    && let Some(reason) = facts.evals[r][d].reason()
+                {
+                    let (source, expression) = match &reason {
+                        Reason::Taint { taint } => ("device taint".to_string(), taint.clone()),
+                        other => ("capacity request".to_string(), other.describe()),
+                    };
+                    m.push(SelectorMiss { source, index: 0, expression, devices: 1, actual: Vec::new() });
+                }
+            }
+            out.push(Cause::NoCompatibleDevice { request: name, misses: m });
+            continue;
+        }
+        if !req.all && req.count > s.compatible {
+            out.push(Cause::CountAboveInventory { request: name, needed: req.count, compatible: s.compatible });
+            continue;
+        }
+        let compatible_free =
+            (0..facts.devices.len()).filter(|&d| !facts.in_use[d] && facts.evals[r][d].compatible()).count();
+        if compatible_free == 0 {
+            let mut holders: Vec<String> = (0..facts.devices.len())
+                .filter(|&d| facts.evals[r][d].compatible())
+                .filter_map(|d| facts.holders[d].clone())
+                .collect();
+            holders.sort();
+            holders.dedup();
+            let free_misses = misses(facts, r, true);
+            out.push(Cause::AllocatedElsewhere { request: name, compatible: s.compatible, holders, free_misses });
+            continue;
+        }
+        if s.free_compatible == 0 {
+            let mut reasons: Vec<String> = (0..facts.devices.len())
+                .filter(|&d| !facts.in_use[d] && facts.evals[r][d].compatible())
+                .filter_map(|d| {
+                    reports[r]
+                        .devices
+                        .get(d)
+                        .and_then(|row| row.ruled_out.as_ref())
+                        .map(|x| format!("{}: {}", row_name(&reports[r].devices[d]), x.describe()))
+                })
+                .collect();
+            reasons.truncate(8);
+            out.push(Cause::Unreachable { request: name, reasons });
+            continue;
+        }
+        let (best_node, most) = facts
+            .reach
+            .iter()
+            .map(|(n, v)| (n.clone(), facts.free_compatible_on(r, v)))
+            .max_by_key(|(_, c)| *c)
+            .unwrap_or_default();
+        let need = needed(facts, r);
+        if most < need {
+            out.push(Cause::NotEnoughOnOneNode { request: name, needed: need, most, node: best_node });
+        }
+    }
+    if out.is_empty() {
+        let detail: Vec<String> = outcomes
+            .iter()
+            .filter(|o| !o.fits)
+            .map(|o| format!("{}: {}", o.node, o.problem.clone().unwrap_or(o.detail.clone())))
+            .collect();
+        let detail = if detail.is_empty() { "the cluster has no nodes".to_string() } else { detail.join("; ") };
+        out.push(Cause::NoCombination { detail });
+    }
+    out
+}
+
+fn row_name(row: &DeviceRow) -> String {
+    format!("{}/{}", row.node, row.device)
+}

@@ -1,0 +1,255 @@
+//! Each request against each device, as the scheduler's allocator checks them: pool usable,
+//! not in use, class selectors, request selectors, device taints, requested capacity.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceRequest, DeviceToleration, ExactDeviceRequest, ResourceClaim};
+
+use crate::cel::{DeviceInput, Environment, Quantity, Selector};
+use crate::model::Reason;
+use crate::pools::{Pool, PoolDevice};
+use crate::refs::{actual_values, references};
+
+/// One request (or one subrequest of `firstAvailable`) made ready to evaluate.
+pub struct Request<'a> {
+    pub claim: usize,
+    /// `req` or `req/sub`.
+    pub name: String,
+    /// The request's own name, which constraints refer to.
+    pub base: String,
+    pub class_name: String,
+    pub class: Option<&'a DeviceClass>,
+    pub all: bool,
+    pub count: usize,
+    pub admin: bool,
+    pub tolerations: Vec<DeviceToleration>,
+    pub capacity: BTreeMap<String, Quantity>,
+    class_selectors: Vec<Compiled>,
+    selectors: Vec<Compiled>,
+}
+
+struct Compiled {
+    expression: String,
+    program: Result<Selector, String>,
+}
+
+/// The requests of a claim in order; a slot is one request, with several alternatives for
+/// `firstAvailable`.
+pub struct Slot {
+    pub alternatives: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Match {
+    Yes,
+    No(Reason),
+    Error(Reason),
+}
+
+/// A request against a device, before the device's use and the node are considered.
+#[derive(Debug, Clone)]
+pub struct DeviceEval {
+    pub selectors: Match,
+    pub taint: Option<String>,
+    pub capacity: Option<Reason>,
+}
+
+impl DeviceEval {
+    pub fn compatible(&self) -> bool {
+        self.selectors == Match::Yes && self.taint.is_none() && self.capacity.is_none()
+    }
+
+    /// Why the device does not suit the request, ignoring use and placement.
+    pub fn reason(&self) -> Option<Reason> {
+        match &self.selectors {
+            Match::No(r) | Match::Error(r) => return Some(r.clone()),
+            Match::Yes => {}
+        }
+        if let Some(t) = &self.taint {
+            return Some(Reason::Taint { taint: t.clone() });
+        }
+        self.capacity.clone()
+    }
+}
+
+fn compile(env: &Environment, expressions: impl Iterator<Item = String>) -> Vec<Compiled> {
+    expressions.map(|expression| Compiled { program: env.compile(&expression), expression }).collect()
+}
+
+fn cel_expressions(
+    selectors: Option<&Vec<k8s_openapi::api::resource::v1::DeviceSelector>>,
+) -> impl Iterator<Item = String> + '_ {
+    selectors.into_iter().flatten().map(|s| s.cel.as_ref().map(|c| c.expression.clone()).unwrap_or_default())
+}
+
+/// The claim's requests, in order, and how they group into slots.
+pub fn requests<'a>(
+    env: &Environment,
+    claims: &[&ResourceClaim],
+    classes: &'a [DeviceClass],
+) -> (Vec<Request<'a>>, Vec<Slot>) {
+    let mut out = Vec::new();
+    let mut slots = Vec::new();
+    for (ci, claim) in claims.iter().enumerate() {
+        let reqs =
+            claim.spec.as_ref().and_then(|s| s.devices.as_ref()).and_then(|d| d.requests.clone()).unwrap_or_default();
+        for r in reqs {
+            let mut slot = Slot { alternatives: Vec::new() };
+            for (name, exact) in shapes(&r) {
+                slot.alternatives.push(out.len());
+                out.push(request(env, ci, &r.name, name, &exact, classes));
+            }
+            slots.push(slot);
+        }
+    }
+    (out, slots)
+}
+
+fn shapes(r: &DeviceRequest) -> Vec<(String, ExactDeviceRequest)> {
+    if let Some(exact) = &r.exactly {
+        return vec![(r.name.clone(), exact.clone())];
+    }
+    r.first_available
+        .iter()
+        .flatten()
+        .map(|s| {
+            let exact = ExactDeviceRequest {
+                device_class_name: s.device_class_name.clone(),
+                allocation_mode: s.allocation_mode.clone(),
+                count: s.count,
+                selectors: s.selectors.clone(),
+                tolerations: s.tolerations.clone(),
+                capacity: s.capacity.clone(),
+                ..ExactDeviceRequest::default()
+            };
+            (format!("{}/{}", r.name, s.name), exact)
+        })
+        .collect()
+}
+
+fn request<'a>(
+    env: &Environment,
+    claim: usize,
+    base: &str,
+    name: String,
+    exact: &ExactDeviceRequest,
+    classes: &'a [DeviceClass],
+) -> Request<'a> {
+    let class = classes.iter().find(|c| c.metadata.name.as_deref() == Some(exact.device_class_name.as_str()));
+    let class_selectors = class
+        .map(|c| compile(env, cel_expressions(c.spec.as_ref().and_then(|s| s.selectors.as_ref()))))
+        .unwrap_or_default();
+    let capacity = exact
+        .capacity
+        .as_ref()
+        .and_then(|c| c.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Quantity::parse(&v.0).ok().map(|q| (k.clone(), q)))
+        .collect();
+    Request {
+        claim,
+        name,
+        base: base.to_string(),
+        class_name: exact.device_class_name.clone(),
+        class,
+        all: exact.allocation_mode.as_deref() == Some("All"),
+        count: exact.count.unwrap_or(1).max(0) as usize,
+        admin: exact.admin_access == Some(true),
+        tolerations: exact.tolerations.clone().unwrap_or_default(),
+        capacity,
+        class_selectors,
+        selectors: compile(env, cel_expressions(exact.selectors.as_ref())),
+    }
+}
+
+impl Request<'_> {
+    /// The request's own CEL selectors.
+    pub fn selector_expressions(&self) -> Vec<String> {
+        self.selectors.iter().map(|c| c.expression.clone()).collect()
+    }
+}
+
+fn tolerated(t: &DeviceToleration, key: &str, value: Option<&str>, effect: &str) -> bool {
+    if t.effect.as_deref().is_some_and(|e| !e.is_empty() && e != effect) {
+        return false;
+    }
+    match t.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => t.key.as_deref().is_none_or(|k| k.is_empty() || k == key),
+        _ => t.key.as_deref() == Some(key) && t.value.as_deref().unwrap_or("") == value.unwrap_or(""),
+    }
+}
+
+/// Already consumed capacity of devices that allow several allocations, by device ID.
+pub type Consumed = HashMap<(String, String, String), BTreeMap<String, Quantity>>;
+
+pub fn evaluate(env: &Environment, req: &Request<'_>, pd: &PoolDevice<'_>, consumed: &Consumed) -> DeviceEval {
+    let driver = pd.slice.spec.driver.as_str();
+    let device = pd.device;
+    let input = DeviceInput { driver, attributes: device.attributes.as_ref(), capacity: device.capacity.as_ref() };
+    let class_source = format!("class {}", req.class_name);
+    let mut selectors = Match::Yes;
+    'outer: for (source, list) in [(class_source.as_str(), &req.class_selectors), ("request", &req.selectors)] {
+        for (index, c) in list.iter().enumerate() {
+            let result = c
+                .program
+                .as_ref()
+                .map_err(|e| format!("compile error: {e}"))
+                .and_then(|p| env.matches(p, &input).map_err(|e| format!("runtime error: {e}")));
+            match result {
+                Ok(true) => {}
+                Ok(false) => {
+                    let actual = actual_values(&references(&c.expression), driver, device);
+                    selectors = Match::No(Reason::Selector {
+                        source: source.to_string(),
+                        index,
+                        expression: c.expression.clone(),
+                        actual,
+                    });
+                    break 'outer;
+                }
+                Err(error) => {
+                    selectors = Match::Error(Reason::SelectorError {
+                        source: source.to_string(),
+                        index,
+                        expression: c.expression.clone(),
+                        error,
+                    });
+                    break 'outer;
+                }
+            }
+        }
+    }
+    let taint = device.taints.iter().flatten().find_map(|t| {
+        let effect = t.effect.as_str();
+        let blocks = effect == "NoSchedule" || effect == "NoExecute";
+        let ok = req.tolerations.iter().any(|tol| tolerated(tol, &t.key, t.value.as_deref(), effect));
+        (blocks && !ok)
+            .then(|| format!("{}{}:{effect}", t.key, t.value.as_deref().map(|v| format!("={v}")).unwrap_or_default()))
+    });
+    let mut capacity = None;
+    let id = (driver.to_string(), pd.slice.spec.pool.name.clone(), device.name.clone());
+    for (name, requested) in &req.capacity {
+        let has = device.capacity.as_ref().and_then(|c| c.get(name)).and_then(|c| Quantity::parse(&c.value.0).ok());
+        let used = consumed.get(&id).and_then(|m| m.get(name)).cloned();
+        let available = match (has, used) {
+            (Some(h), Some(u)) => h.sub(&u).ok(),
+            (h, _) => h,
+        };
+        if available.as_ref().is_none_or(|a| a < requested) {
+            capacity = Some(Reason::Capacity {
+                name: name.clone(),
+                requested: requested.to_string(),
+                available: available.map_or("none".into(), |a| a.to_string()),
+            });
+            break;
+        }
+    }
+    DeviceEval { selectors, taint, capacity }
+}
+
+/// Every device of the current generation of every pool, in the order the allocator walks
+/// them.
+pub fn all_devices<'a>(pools: &'a [Pool<'a>]) -> Vec<PoolDevice<'a>> {
+    pools.iter().enumerate().flat_map(|(i, p)| p.devices(i)).collect()
+}

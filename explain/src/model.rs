@@ -1,0 +1,191 @@
+//! The explanation as data: what `--output json` prints and what the conformance run reads.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub devices: usize,
+    pub free: usize,
+    pub compatible: usize,
+    pub free_compatible: usize,
+    pub needed: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// `pod ns/name` or `ResourceClaim ns/name`.
+    pub subject: String,
+    /// Whether some node has a device set for every claim (or all claims are allocated).
+    pub fits: bool,
+    pub summary: Summary,
+    pub claims: Vec<ClaimReport>,
+    /// Per node: whether the claims fit there, and if not why.
+    pub nodes: Vec<NodeOutcome>,
+    /// Why nothing fits, most specific first; empty when it fits.
+    pub causes: Vec<Cause>,
+    pub suggestions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimReport {
+    /// `ns/name`.
+    pub claim: String,
+    /// The devices it already has, when allocated.
+    pub allocated: Option<Vec<String>>,
+    pub requests: Vec<RequestReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestReport {
+    /// The request's name (`req/sub` for a subrequest of `firstAvailable`).
+    pub name: String,
+    pub class: String,
+    pub class_exists: bool,
+    /// `ExactCount` or `All`.
+    pub mode: String,
+    pub summary: Summary,
+    pub devices: Vec<DeviceRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceRow {
+    /// The node the device is on, or how its pool picks nodes ("all nodes").
+    pub node: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    /// `None`: free and compatible with the request.
+    pub ruled_out: Option<Reason>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Reason {
+    /// The pool is incomplete or invalid.
+    Pool { message: String },
+    /// In use by another claim.
+    Allocated { by: String, compatible: bool },
+    /// A selector gave false; `actual` shows the values of what it refers to.
+    Selector { source: String, index: usize, expression: String, actual: String },
+    /// A selector failed to compile or to evaluate.
+    SelectorError { source: String, index: usize, expression: String, error: String },
+    /// A device taint the request does not tolerate.
+    Taint { taint: String },
+    /// The requested capacity is more than the device has left.
+    Capacity { name: String, requested: String, available: String },
+    /// No node the pod may use reaches the device.
+    Node { message: String },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeOutcome {
+    pub node: String,
+    pub fits: bool,
+    /// A reason the pod cannot go there at all (not Ready, tainted, cordoned, …).
+    pub problem: Option<String>,
+    /// What the search found: the devices chosen, or why none could be.
+    pub detail: String,
+}
+
+/// A selector that rules out devices, with how many and the values it saw.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SelectorMiss {
+    pub source: String,
+    pub index: usize,
+    pub expression: String,
+    pub devices: usize,
+    /// Distinct values of what the selector refers to, e.g. `model="l4"`.
+    pub actual: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Cause {
+    /// The request names a DeviceClass that does not exist.
+    UnknownClass { request: String, class: String },
+    /// No device anywhere passes the selectors (and taints, capacity).
+    NoCompatibleDevice { request: String, misses: Vec<SelectorMiss> },
+    /// More devices asked for than compatible ones exist at all.
+    CountAboveInventory { request: String, needed: usize, compatible: usize },
+    /// Compatible devices exist but all are allocated.
+    AllocatedElsewhere { request: String, compatible: usize, holders: Vec<String>, free_misses: Vec<SelectorMiss> },
+    /// Free compatible devices exist, but no node the pod may use has enough of them.
+    NotEnoughOnOneNode { request: String, needed: usize, most: usize, node: String },
+    /// The free compatible devices are only in pools or on nodes that cannot be used.
+    Unreachable { request: String, reasons: Vec<String> },
+    /// A selector failed to compile or failed at run time on a device the scheduler tried:
+    /// it stops allocating on that node.
+    SelectorError { request: String, device: String, error: String },
+    /// Enough devices per request, but no combination meets the claim's constraints or the
+    /// requests together.
+    NoCombination { detail: String },
+}
+
+impl Cause {
+    pub fn describe(&self) -> String {
+        match self {
+            Cause::UnknownClass { request, class } => {
+                format!("request {request}: DeviceClass {class} does not exist")
+            }
+            Cause::NoCompatibleDevice { request, misses } => {
+                let parts: Vec<String> = misses.iter().map(miss_text).collect();
+                format!("request {request}: no device matches: {}", parts.join("; "))
+            }
+            Cause::CountAboveInventory { request, needed, compatible } => format!(
+                "request {request}: asks for {needed} device(s), but only {compatible} compatible device(s) exist in the cluster"
+            ),
+            Cause::AllocatedElsewhere { request, compatible, holders, free_misses } => {
+                let free: Vec<String> = free_misses.iter().map(miss_text).collect();
+                let free = if free.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the free ones do not match: {}", free.join("; "))
+                };
+                format!(
+                    "request {request}: all {compatible} compatible device(s) are allocated, to {}{free}",
+                    holders.join(", ")
+                )
+            }
+            Cause::NotEnoughOnOneNode { request, needed, most, node } => format!(
+                "request {request}: needs {needed} device(s) on one node, but the most free compatible devices on a usable node is {most} ({node})"
+            ),
+            Cause::Unreachable { request, reasons } => {
+                format!("request {request}: the free compatible devices cannot be used: {}", reasons.join("; "))
+            }
+            Cause::SelectorError { request, device, error } => {
+                format!(
+                    "request {request}: selector error on device {device} (the scheduler stops on that node): {error}"
+                )
+            }
+            Cause::NoCombination { detail } => format!("no combination of devices satisfies all requests: {detail}"),
+        }
+    }
+}
+
+fn miss_text(m: &SelectorMiss) -> String {
+    let actual = if m.actual.is_empty() { String::new() } else { format!(" (actual: {})", m.actual.join(", ")) };
+    format!("{} selector #{} `{}` rules out {} device(s){actual}", m.source, m.index, m.expression, m.devices)
+}
+
+impl Reason {
+    pub fn describe(&self) -> String {
+        match self {
+            Reason::Pool { message } => message.clone(),
+            Reason::Allocated { by, compatible } => {
+                format!("allocated to {by}{}", if *compatible { " (would match)" } else { "" })
+            }
+            Reason::Selector { source, index, expression, actual } => {
+                let actual = if actual.is_empty() { String::new() } else { format!(": {actual}") };
+                format!("{source} selector #{index} is false{actual} — `{expression}`")
+            }
+            Reason::SelectorError { source, index, error, .. } => {
+                format!("{source} selector #{index}: CEL error: {error}")
+            }
+            Reason::Taint { taint } => format!("device taint {taint} not tolerated"),
+            Reason::Capacity { name, requested, available } => {
+                format!("capacity {name}: requested {requested}, available {available}")
+            }
+            Reason::Node { message } => message.clone(),
+        }
+    }
+}

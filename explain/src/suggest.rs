@@ -1,0 +1,199 @@
+//! What would fit instead: another DeviceClass, the request without one of its selectors, the
+//! largest count or capacity that is free now.
+
+use crate::cel::{DeviceInput, Quantity};
+use crate::diagnose::{Facts, device_id};
+use crate::evaluate::Match;
+use crate::model::{Cause, Reason};
+use crate::refs::{Ref, references};
+
+/// Free devices usable from some node that pass the class's selectors and `extra`.
+fn free_matching(
+    facts: &Facts<'_>,
+    class: &k8s_openapi::api::resource::v1::DeviceClass,
+    extra: &[String],
+) -> Vec<usize> {
+    let selectors: Vec<String> = class
+        .spec
+        .as_ref()
+        .and_then(|s| s.selectors.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.cel.as_ref().map(|c| c.expression.clone()))
+        .chain(extra.iter().cloned())
+        .collect();
+    let Ok(compiled) = selectors.iter().map(|s| facts.env.compile(s)).collect::<Result<Vec<_>, _>>() else {
+        return Vec::new();
+    };
+    (0..facts.devices.len())
+        .filter(|&d| !facts.in_use[d] && facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]))
+        .filter(|&d| {
+            let pd = &facts.devices[d];
+            let input = DeviceInput {
+                driver: &pd.slice.spec.driver,
+                attributes: pd.device.attributes.as_ref(),
+                capacity: pd.device.capacity.as_ref(),
+            };
+            compiled.iter().all(|p| facts.env.matches(p, &input) == Ok(true))
+        })
+        .collect()
+}
+
+fn req_selectors(req: &crate::evaluate::Request<'_>) -> Vec<String> {
+    req.selector_expressions()
+}
+
+fn request_index(facts: &Facts<'_>, name: &str) -> Option<usize> {
+    facts.requests.iter().position(|r| r.name == name)
+}
+
+pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
+    let mut out = Vec::new();
+    for cause in causes {
+        match cause {
+            Cause::UnknownClass { request, class } => {
+                let Some(r) = request_index(facts, request) else { continue };
+                let extra = req_selectors(&facts.requests[r]);
+                let mut known: Vec<String> = Vec::new();
+                for c in &facts.state.classes {
+                    let n = free_matching(facts, c, &extra).len();
+                    known.push(format!(
+                        "{} ({n} free matching device(s))",
+                        c.metadata.name.as_deref().unwrap_or_default()
+                    ));
+                }
+                if known.is_empty() {
+                    out.push(format!(
+                        "request {request}: create the DeviceClass {class}; the cluster has no DeviceClass at all"
+                    ));
+                } else {
+                    out.push(format!(
+                        "request {request}: create the DeviceClass {class} or use an existing one: {}",
+                        known.join(", ")
+                    ));
+                }
+            }
+            Cause::NoCompatibleDevice { request, .. } | Cause::AllocatedElsewhere { request, .. } => {
+                other_classes(facts, request, &mut out);
+                without_selector(facts, request, &mut out);
+                largest_capacity(facts, request, &mut out);
+            }
+            Cause::CountAboveInventory { request, compatible, .. }
+            | Cause::NotEnoughOnOneNode { request, most: compatible, .. } => {
+                let Some(r) = request_index(facts, request) else { continue };
+                let (node, most) = facts
+                    .reach
+                    .iter()
+                    .map(|(n, v)| (n.clone(), facts.free_compatible_on(r, v)))
+                    .max_by_key(|(_, c)| *c)
+                    .unwrap_or_default();
+                out.push(format!(
+                    "request {request}: the largest count that fits now is {most}{} ({compatible} compatible in the cluster)",
+                    if most > 0 { format!(" (on {node})") } else { String::new() }
+                ));
+            }
+            Cause::SelectorError { request, error, .. } => {
+                if error.contains("no such key") {
+                    out.push(format!(
+                        "request {request}: guard the attribute lookup with has(...) (e.g. `has(device.attributes[\"domain\"].name) && ...`), as devices without it make the selector fail rather than not match"
+                    ));
+                }
+            }
+            Cause::Unreachable { request, .. } => {
+                out.push(format!("request {request}: the free compatible devices are on nodes the pod cannot use or in pools being updated; see the node table"));
+            }
+            Cause::NoCombination { .. } => {
+                out.push(
+                    "relax the claim's constraints (matchAttribute/distinctAttribute) or split the requests".into(),
+                );
+            }
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// Other classes whose devices (with the request's own selectors) are free in number.
+fn other_classes(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
+    let Some(r) = request_index(facts, request) else { return };
+    let req = &facts.requests[r];
+    let extra = req_selectors(req);
+    for c in &facts.state.classes {
+        let name = c.metadata.name.as_deref().unwrap_or_default();
+        if name == req.class_name {
+            continue;
+        }
+        let n = free_matching(facts, c, &extra).len();
+        if n >= req.count.max(1) {
+            out.push(format!(
+                "request {request}: DeviceClass {name} would match {n} free device(s) with the request's selectors"
+            ));
+        }
+    }
+}
+
+/// The request without one of its selectors, when that frees enough devices.
+fn without_selector(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
+    let Some(r) = request_index(facts, request) else { return };
+    let req = &facts.requests[r];
+    let Some(class) = req.class else { return };
+    let all = req_selectors(req);
+    if all.is_empty() {
+        return;
+    }
+    for i in 0..all.len() {
+        let rest: Vec<String> = all.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, s)| s.clone()).collect();
+        let n = free_matching(facts, class, &rest).len();
+        if n >= req.count.max(1) {
+            out.push(format!("request {request}: without selector #{i} `{}`, {n} free device(s) would match", all[i]));
+        }
+    }
+}
+
+/// For capacities the failing selectors refer to: the largest value among free devices of the
+/// class.
+fn largest_capacity(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
+    let Some(r) = request_index(facts, request) else { return };
+    let req = &facts.requests[r];
+    let Some(class) = req.class else { return };
+    let mut names: Vec<(String, String)> = Vec::new();
+    for d in 0..facts.devices.len() {
+        if let Match::No(Reason::Selector { expression, .. }) = &facts.evals[r][d].selectors {
+            for rf in references(expression) {
+                if let Ref::Capacity { domain, name } = rf
+                    && !names.contains(&(domain.clone(), name.clone()))
+                {
+                    names.push((domain, name));
+                }
+            }
+        }
+    }
+    for (name, requested) in &req.capacity {
+        let _ = requested;
+        let (domain, id) = name.split_once('/').unwrap_or(("", name));
+        names.push((domain.to_string(), id.to_string()));
+    }
+    let candidates = free_matching(facts, class, &[]);
+    for (domain, name) in names {
+        let mut best: Option<(Quantity, usize)> = None;
+        for &d in &candidates {
+            let pd = &facts.devices[d];
+            let driver = pd.slice.spec.driver.as_str();
+            let caps = pd.device.capacity.as_ref();
+            let key = if domain == driver || domain.is_empty() { name.clone() } else { format!("{domain}/{name}") };
+            let value = caps.and_then(|c| c.get(&key).or_else(|| c.get(&format!("{domain}/{name}"))));
+            let Some(q) = value.and_then(|v| Quantity::parse(&v.value.0).ok()) else { continue };
+            if best.as_ref().is_none_or(|(b, _)| q > *b) {
+                best = Some((q, d));
+            }
+        }
+        if let Some((q, d)) = best {
+            out.push(format!(
+                "request {request}: the largest free {name} among devices of class {} is {q} ({} on {})",
+                req.class_name,
+                device_id(&facts.devices[d]),
+                crate::pools::placement(facts.devices[d].slice)
+            ));
+        }
+    }
+}
