@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub devices: usize,
     pub free: usize,
@@ -12,6 +13,7 @@ pub struct Summary {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Explanation {
     /// `pod ns/name` or `ResourceClaim ns/name`.
     pub subject: String,
@@ -27,6 +29,7 @@ pub struct Explanation {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ClaimReport {
     /// `ns/name`.
     pub claim: String,
@@ -36,6 +39,7 @@ pub struct ClaimReport {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RequestReport {
     /// The request's name (`req/sub` for a subrequest of `firstAvailable`).
     pub name: String,
@@ -48,6 +52,7 @@ pub struct RequestReport {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DeviceRow {
     /// The node the device is on, or how its pool picks nodes ("all nodes").
     pub node: String,
@@ -59,7 +64,7 @@ pub struct DeviceRow {
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "camelCase")]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Reason {
     /// The pool is incomplete or invalid.
     Pool { message: String },
@@ -78,6 +83,7 @@ pub enum Reason {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NodeOutcome {
     pub node: String,
     pub fits: bool,
@@ -89,6 +95,7 @@ pub struct NodeOutcome {
 
 /// A selector that rules out devices, with how many and the values it saw.
 #[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct SelectorMiss {
     pub source: String,
     pub index: usize,
@@ -99,7 +106,7 @@ pub struct SelectorMiss {
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "camelCase")]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Cause {
     /// The request names a DeviceClass that does not exist.
     UnknownClass { request: String, class: String },
@@ -174,9 +181,9 @@ impl Reason {
             Reason::Allocated { by, compatible } => {
                 format!("allocated to {by}{}", if *compatible { " (would match)" } else { "" })
             }
-            Reason::Selector { source, index, expression, actual } => {
+            Reason::Selector { source, index, actual, .. } => {
                 let actual = if actual.is_empty() { String::new() } else { format!(": {actual}") };
-                format!("{source} selector #{index} is false{actual} — `{expression}`")
+                format!("{source} selector #{index} is false{actual}")
             }
             Reason::SelectorError { source, index, error, .. } => {
                 format!("{source} selector #{index}: CEL error: {error}")

@@ -261,3 +261,14 @@ fn show_classic_text() {
     println!("{}", crate::text(&explain(&s, claim(NS, "want", "gpu", 1, &[A100]))));
     println!("{}", crate::text(&explain(&s, claim(NS, "want", "gpu", 9, &[]))));
 }
+
+#[test]
+fn json_fields_are_camel_case() {
+    let mut s = cluster(1);
+    s.claims.push(holder("a", "node-1", &["gpu-0", "gpu-1", "gpu-2", "gpu-3"]));
+    let json = serde_json::to_value(explain(&s, claim(NS, "want", "gpu", 1, &[]))).unwrap();
+    assert_eq!(json["summary"]["freeCompatible"], 0);
+    assert_eq!(json["causes"][0]["kind"], "allocatedElsewhere");
+    assert!(json["causes"][0]["freeMisses"].is_array(), "{json}");
+    assert_eq!(json["claims"][0]["requests"][0]["devices"][0]["ruledOut"]["kind"], "allocated");
+}

@@ -4,6 +4,7 @@ mod bench;
 mod cluster;
 mod conformance;
 mod exit;
+mod explain;
 mod nodes;
 mod report;
 
@@ -38,6 +39,9 @@ enum Command {
     /// The migration gate: may the cluster of result B replace that of result A? Exit 1 on a
     /// regression or a hardware difference that was not allowed.
     Compare(report::CompareArgs),
+    /// Why is this pod's claim (or this ResourceClaim) pending although devices are free? The
+    /// request against every device the cluster publishes, as the scheduler evaluates it.
+    Explain(explain::ExplainArgs),
     /// Build (or check) the control-plane binaries, then run the workspace's tests.
     Test(TestArgs),
 }
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
             Command::Report(args) => report::report(args),
             Command::Matrix(args) => report::matrix(args),
             Command::Compare(args) => report::compare(args),
+            Command::Explain(args) => explain::run(args).await,
         }
     });
     ExitCode::from(code)

@@ -1,0 +1,96 @@
+//! `cargo xtask explain NAMESPACE/NAME`: why a pod's claims (or one ResourceClaim) are not
+//! allocated, from what the cluster's API shows.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::exit;
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The pod or ResourceClaim, as NAMESPACE/NAME (a pod of that name wins over a claim).
+    #[arg(value_name = "NAMESPACE/NAME")]
+    pub target: String,
+    /// Kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// `text` (summary, causes, a table per node, suggestions) or `json` (for tools).
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// 0: a device set fits (or all claims are allocated); 1: none fits, explained; 2: bad
+/// input; 3: the cluster is unreachable or serves no DRA API.
+pub async fn run(args: ExplainArgs) -> u8 {
+    match explain(&args).await {
+        Ok(code) => code,
+        Err((code, message)) => {
+            eprintln!("dracheck explain: {message}");
+            code
+        }
+    }
+}
+
+async fn explain(args: &ExplainArgs) -> Result<u8, (u8, String)> {
+    let Some((namespace, name)) = args.target.split_once('/').filter(|(ns, n)| !ns.is_empty() && !n.is_empty()) else {
+        return Err((
+            exit::BAD_INPUT,
+            format!(
+                "{:?} is not NAMESPACE/NAME; name the pod or ResourceClaim with its namespace, e.g. default/my-job",
+                args.target
+            ),
+        ));
+    };
+    let client = client(args).await?;
+    let explanation = dracheck_explain::explain(&client, namespace, name).await.map_err(|e| {
+        let code = match e {
+            dracheck_explain::Error::BadInput(_) => exit::BAD_INPUT,
+            dracheck_explain::Error::Unreachable(_) | dracheck_explain::Error::NoDraApi(_) => exit::CLUSTER_DOWN,
+        };
+        (code, e.to_string())
+    })?;
+    match args.output {
+        Output::Text => print!("{}", dracheck_explain::text(&explanation)),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&explanation).expect("the explanation serializes")),
+    }
+    Ok(if explanation.fits { exit::OK } else { exit::FAILED })
+}
+
+async fn client(args: &ExplainArgs) -> Result<kube::Client, (u8, String)> {
+    let path = args
+        .kubeconfig
+        .clone()
+        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
+        .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
+    let kc = Kubeconfig::read_from(&path).map_err(|e| {
+        (
+            exit::BAD_INPUT,
+            format!("cannot read the kubeconfig {} ({e}); pass --kubeconfig with a readable file", path.display()),
+        )
+    })?;
+    let opts = KubeConfigOptions { context: args.context.clone(), ..KubeConfigOptions::default() };
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| {
+        (
+            exit::BAD_INPUT,
+            format!(
+                "the kubeconfig {} does not give a cluster ({e}); check --kubeconfig and --context",
+                path.display()
+            ),
+        )
+    })?;
+    config.connect_timeout = Some(Duration::from_secs(5));
+    kube::Client::try_from(config).map_err(|e| (exit::CLUSTER_DOWN, format!("no client for the cluster: {e}")))
+}
