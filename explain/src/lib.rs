@@ -18,7 +18,7 @@ mod tests;
 
 pub use diagnose::explain_state;
 pub use model::{Cause, Explanation, Reason, Summary};
-pub use render::text;
+pub use render::{summary_line, text};
 pub use state::{ClusterState, Subject};
 
 /// Why there is no explanation.

@@ -34,10 +34,31 @@ pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Resu
     Ok(Adapter {
         short: "mock",
         spec: mock(program, inventory, faults),
-        version: env!("CARGO_PKG_VERSION").to_string(),
+        version: stated_version(program, faults)?,
         oracle,
         sees_devices: mock_sees_devices,
     })
+}
+
+/// The version the driver binary states (`<program> --version`, given the run's faults, which
+/// may bend it), so that `versions.driver` judges the driver under test, not the suite.
+fn stated_version(program: &Path, faults: &[String]) -> Result<String, String> {
+    let shown = format!("{} --version", program.display());
+    let out = std::process::Command::new(program)
+        .args(faults.iter().map(|f| format!("--fault={f}")))
+        .arg("--version")
+        .output()
+        .map_err(|e| {
+            format!("cannot run `{shown}`: {e}; build the driver first (cargo build -p dracheck-mock-driver)")
+        })?;
+    if !out.status.success() {
+        return Err(format!("`{shown}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .last()
+        .map(str::to_string)
+        .ok_or_else(|| format!("`{shown}` printed no version"))
 }
 
 fn mock_sees_devices(log: &str, devices: &[String]) -> Result<(), String> {

@@ -1,6 +1,12 @@
 //! Verdict fidelity: which guarantees each mock fault switch breaks. The fidelity test runs
 //! the whole suite against the mock with each fault and compares with this table; the mock
 //! driver's README shows the same table, generated from here.
+//!
+//! Every guarantee the suite checks is either broken for certain by some fault (`breaks`),
+//! or listed in [`NOT_DRIVER_PROPERTIES`] with the reason no driver behaviour decides it:
+//! there Kubernetes (the scheduler, the controllers, the cluster's version) decides, and a
+//! driver can only fail it by keeping workloads from running at all, which the prepare
+//! faults already show. A unit test keeps the two lists complete and disjoint.
 
 use std::collections::BTreeSet;
 
@@ -99,7 +105,7 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "stale-slices-on-exit",
-        misbehaviour: "slices stay after a clean shutdown even with --remove-slices-on-exit; no guarantee depends on that flag, and the kubelet's wipe and the Node's garbage collection remove them",
+        misbehaviour: "slices stay after a clean shutdown even with --remove-slices-on-exit; the DRA contract leaves removal on exit to the driver (the upstream helper keeps them too) and the kubelet's wipe and the Node's garbage collection remove them, so the suite must not fail anything",
         breaks: &[],
         may_break: &[],
     },
@@ -116,6 +122,91 @@ pub const FAULTS: &[FaultCase] = &[
         may_break: &[],
     },
     FaultCase {
+        fault: "wrong-capacity=memory=1Ti",
+        misbehaviour: "every published device claims 1Ti of memory (the inventory has 24Gi and 80Gi), like memory reported in the wrong unit; the scheduler allocates requests no device can meet",
+        breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, CLAIM_IMPOSSIBLE_CAPACITY, CLAIM_IMPOSSIBLE_EXPLAINED]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "phantom-devices=32",
+        misbehaviour: "publishes 32 devices per node that do not exist; the scheduler allocates them (a claim for more devices than the cluster has, and a pod past the real capacity) and prepare refuses them",
+        breaks: &[&[
+            PLUGIN_SLICES_MATCH_INVENTORY,
+            CLAIM_IMPOSSIBLE_COUNT,
+            CLAIM_IMPOSSIBLE_EXPLAINED,
+            CAPACITY_RECOVERED,
+        ]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "no-owner-reference",
+        misbehaviour: "slices carry no controller ownerRef to their Node, so nothing removes them when the Node is deleted",
+        breaks: &[&[PLUGIN_SLICES_OWNED_BY_NODE, NODE_REMOVAL_SLICES_GONE]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "wipe-slices-on-start",
+        misbehaviour: "every start deletes the node's slices and publishes them anew, so the devices vanish during a restart",
+        breaks: &[&[DRIVER_RESTART_SLICES_KEPT]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "prepare-wrong-device",
+        misbehaviour: "the CDI spec of every claim sets up the node's first device, whatever was allocated; the response still names the allocated ones",
+        breaks: &[&[WORKLOAD_SEES_DEVICES, ISOLATION_EXCLUSIVE, LIMITS_MAX_DEVICES_PER_CLAIM]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "prepare-first-device-only",
+        misbehaviour: "the CDI spec of a claim sets up only its first allocated device, for each of its devices",
+        breaks: &[&[WORKLOAD_SEES_DEVICES, LIMITS_MAX_DEVICES_PER_CLAIM]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "wrong-version=0.0.1",
+        misbehaviour: "`--version` states 0.0.1, like a build without its release stamp; the profiles require >=0.1",
+        breaks: &[&[VERSIONS_DRIVER]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "wrong-attribute=model=h100",
+        misbehaviour: "every published device says it is an h100, so no device matches the profiles' classes and nothing can be allocated",
+        breaks: &[
+            &[
+                CLAIM_COMPATIBLE_ALLOCATED,
+                ISOLATION_EXCLUSIVE,
+                CLAIM_IMPOSSIBLE_EXPLAINED,
+                PLUGIN_SLICES_MATCH_INVENTORY,
+            ],
+            NEEDS_RUNNING_WORKLOADS,
+        ],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "prepare-foreign-claims",
+        misbehaviour: "prepare does not check the pool, so a claim allocated on another node gets this node's devices of the same names",
+        breaks: &[&[PLUGIN_PREPARE_REFUSES_FOREIGN_NODE]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "reset-devices-on-start",
+        misbehaviour: "a start resets the devices the checkpoint lists as prepared, killing the workloads that use them",
+        breaks: &[&[DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "register-first-start-only",
+        misbehaviour: "a restarted driver serves DRA but offers no registration socket, so the kubelet never learns it is back",
+        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NEW_CLAIMS_WORK, NODE_RESTART_REPREPARED_IDEMPOTENTLY]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "register-v1beta1-only",
+        misbehaviour: "GetInfo offers only v1beta1.DRAPlugin; the kubelet falls back to it and everything else works",
+        breaks: &[&[PLUGIN_REGISTRATION_INFO]],
+        may_break: &[],
+    },
+    FaultCase {
         fault: "never-unprepare",
         misbehaviour: "NodeUnprepareResources fails for every claim, so pod deletions block and devices stay held",
         breaks: &[&[
@@ -123,6 +214,7 @@ pub const FAULTS: &[FaultCase] = &[
             PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
             PLUGIN_RESTART_KEEPS_STATE,
             CAPACITY_RECOVERED,
+            LIFECYCLE_UNPREPARED,
         ]],
         may_break: &[NEEDS_ALLOCATION, NEEDS_RUNNING_WORKLOADS],
     },
@@ -132,6 +224,48 @@ pub const FAULTS: &[FaultCase] = &[
         breaks: &[&[PLUGIN_SLICES_OWNED_BY_NODE]],
         may_break: &[],
     },
+];
+
+/// A guarantee no driver behaviour decides, and why.
+pub struct NotDriverProperty {
+    pub id: &'static str,
+    pub why: &'static str,
+}
+
+pub const NOT_DRIVER_PROPERTIES: &[NotDriverProperty] = &[
+    NotDriverProperty {
+        id: CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
+        why: "the scheduler refuses a claim whose DeviceClass does not exist before it looks at any slice",
+    },
+    NotDriverProperty {
+        id: CLAIM_IMPOSSIBLE_SELECTOR,
+        why: "the selector asks for a driver name no driver has (`<driver>.invalid`); whatever a driver publishes, only the scheduler's CEL evaluation is tested",
+    },
+    NotDriverProperty {
+        id: ISOLATION_SHARED,
+        why: "no shipped mock profile promises shared isolation, so the default run does not check it; its driver part, a prepared claim whose CDI spec sets up the allocated devices (the kubelet prepares a claim once per node, however many pods use it), is what `workload.sees-devices` checks and `prepare-wrong-device` breaks",
+    },
+    NotDriverProperty {
+        id: RETENTION_TEMPLATE_CLAIM_DELETED,
+        why: "the resourceclaim controller deletes the generated claim once its pod has ended; a driver can only keep the pod from running, as the prepare faults do",
+    },
+    NotDriverProperty {
+        id: RETENTION_STANDALONE_CLAIM_DEALLOCATED,
+        why: "the resourceclaim controller clears reservedFor and the allocation once the pod has ended; a driver can only keep the pod from running, as the prepare faults do",
+    },
+    NotDriverProperty {
+        id: NODE_REMOVAL_PODS_GONE,
+        why: "the pod garbage collector deletes the pods of a Node that no longer exists",
+    },
+    NotDriverProperty {
+        id: NODE_REMOVAL_CLAIMS_DEALLOCATED,
+        why: "the resourceclaim controller deallocates a claim once its pods are gone",
+    },
+    NotDriverProperty {
+        id: NODE_REMOVAL_CAPACITY_ELSEWHERE,
+        why: "the scheduler allocates the claim again on another node; the driver's part there is an ordinary prepare, which the prepare faults break",
+    },
+    NotDriverProperty { id: VERSIONS_KUBERNETES, why: "the cluster's version" },
 ];
 
 /// Why `result` does not match `case`, if it does not.
@@ -146,6 +280,15 @@ pub fn mismatch(case: &FaultCase, result: &RunResult) -> Option<String> {
         (true, true) => None,
         _ => Some(format!("expected to fail but did not: {missed:?}; did not pass but should have: {extra:?}")),
     }
+}
+
+/// The guarantees no driver decides, as a table in `drivers/mock/README.md`.
+pub fn not_driver_properties_table() -> String {
+    let mut out = String::from("| guarantee | not a driver property because |\n|---|---|\n");
+    for n in NOT_DRIVER_PROPERTIES {
+        out.push_str(&format!("| `{}` | {} |\n", n.id, n.why));
+    }
+    out
 }
 
 /// The table as it stands in `drivers/mock/README.md`.
@@ -169,4 +312,49 @@ pub fn markdown_table() -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Consequences that many faults share: workloads that never run, devices that cannot be
+    /// allocated. A guarantee broken only through these has no fault of its own.
+    const CASCADES: &[&[&str]] = &[NEEDS_RUNNING_WORKLOADS, NEEDS_ALLOCATION];
+
+    #[test]
+    fn every_guarantee_is_broken_by_a_fault_of_its_own_or_is_no_driver_property() {
+        let checked: BTreeSet<&str> = crate::scenarios::driver_scenarios()
+            .into_iter()
+            .chain(crate::scenarios::cluster_scenarios())
+            .flat_map(|s| s.guarantees.iter().copied())
+            .collect();
+        let direct: BTreeSet<&str> = FAULTS
+            .iter()
+            .flat_map(|c| c.breaks.iter().filter(|g| !CASCADES.contains(g)).flat_map(|g| g.iter().copied()))
+            .collect();
+        let undriven: BTreeSet<&str> = NOT_DRIVER_PROPERTIES.iter().map(|n| n.id).collect();
+        let uncovered: Vec<&&str> =
+            checked.iter().filter(|id| !direct.contains(*id) && !undriven.contains(*id)).collect();
+        assert!(
+            uncovered.is_empty(),
+            "no fault of its own breaks {uncovered:?}: add one, or say why no driver decides it"
+        );
+        let both: Vec<&&str> = direct.intersection(&undriven).collect();
+        assert!(both.is_empty(), "{both:?} are broken directly by a fault and yet listed as no driver property");
+        let unknown: Vec<&&str> = direct.union(&undriven).filter(|id| !checked.contains(*id)).collect();
+        assert!(unknown.is_empty(), "{unknown:?} are checked by no scenario");
+        assert_eq!(undriven.len(), NOT_DRIVER_PROPERTIES.len(), "a guarantee is listed twice");
+    }
+
+    #[test]
+    fn faults_are_listed_once_and_parse() {
+        let names: BTreeSet<&str> = FAULTS.iter().map(|c| c.fault).collect();
+        assert_eq!(names.len(), FAULTS.len());
+        for c in FAULTS {
+            c.fault.parse::<dracheck_mock_driver::faults::Fault>().unwrap();
+        }
+    }
 }

@@ -226,8 +226,15 @@ fn conformance_writes_a_result_and_a_summary() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("PASS  driver               plugin.registration.info"), "{stdout}");
     assert!(stdout.contains("versions.kubernetes"), "{stdout}");
-    let files: Vec<_> = std::fs::read_dir(out_dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<_> = std::fs::read_dir(out_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
     assert_eq!(files.len(), 1, "one JSON result: {files:?}");
+    for ext in ["junit.xml", "md", "html"] {
+        assert!(files[0].with_extension(ext).is_file(), "{ext} is rendered next to the result");
+    }
     let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     assert_eq!(result["schema_version"], 1);
     assert_eq!(result["cluster"]["provider"], "local");

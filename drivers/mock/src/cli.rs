@@ -12,14 +12,19 @@ pub const DEFAULT_DRIVER: &str = "gpu.mock.dracheck.io";
 /// sockets) that publishes ResourceSlices from an inventory file, writes CDI specs and keeps
 /// a checkpoint. Fault switches make it break one guarantee of the driver contract at a time.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "dracheck-mock-driver", version)]
+// `--version` is answered by `Args::version_line`, after the faults are parsed.
+#[command(name = "dracheck-mock-driver", disable_version_flag = true)]
 pub struct Args {
+    /// Print the version and exit.
+    #[arg(short = 'V', long = "version")]
+    pub print_version: bool,
+
     /// The DRA driver name: the `driver` of its slices and allocation results.
     #[arg(long, default_value = DEFAULT_DRIVER)]
     pub driver_name: String,
 
     /// The Node this plugin runs on; its pool and slices are named after it.
-    #[arg(long)]
+    #[arg(long, required_unless_present = "print_version", default_value = "", hide_default_value = true)]
     pub node_name: String,
 
     /// Kubeconfig to reach the apiserver. Without it: $KUBECONFIG, ~/.kube/config, then the
@@ -29,7 +34,14 @@ pub struct Args {
 
     /// Inventory YAML (kind MockInventory) with the devices to publish; re-read when it
     /// changes.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "print_version",
+        default_value = "",
+        hide_default_value = true,
+        value_parser = any_path
+    )]
     pub inventory: PathBuf,
 
     /// Kubelet's plugin registry directory; the registration socket is
@@ -56,12 +68,31 @@ pub struct Args {
 
     /// Switch on a fault (repeatable): fail-prepare=N, hang-prepare, exit-on-prepare,
     /// non-idempotent-prepare, lose-checkpoint, stale-slices-on-exit, cdi-without-spec,
-    /// wrong-attribute=NAME=VALUE, never-unprepare, foreign-slice=NODE. See README.md.
+    /// wrong-attribute=NAME=VALUE, wrong-capacity=NAME=VALUE, phantom-devices=N,
+    /// no-owner-reference, wipe-slices-on-start, prepare-wrong-device,
+    /// prepare-first-device-only, prepare-foreign-claims, reset-devices-on-start,
+    /// register-first-start-only, wrong-version=X, register-v1beta1-only, never-unprepare,
+    /// foreign-slice=NODE. See README.md.
     #[arg(long = "fault", value_name = "NAME[=ARG]")]
     pub faults: Vec<Fault>,
 }
 
+/// Unlike clap's own path parser, takes the empty default that only `--version` leaves.
+fn any_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
 impl Args {
+    /// What `--version` prints: `dracheck-mock-driver <version>`, the version as a
+    /// `wrong-version` fault states it.
+    pub fn version_line(&self) -> String {
+        let faulty = self.faults.iter().rev().find_map(|f| match f {
+            Fault::WrongVersion(v) => Some(v.as_str()),
+            _ => None,
+        });
+        format!("dracheck-mock-driver {}", faulty.unwrap_or(env!("CARGO_PKG_VERSION")))
+    }
+
     pub fn plugin_dir(&self) -> PathBuf {
         self.plugin_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/kubelet/plugins").join(&self.driver_name))
     }
@@ -115,5 +146,16 @@ mod tests {
         let e = Args::try_parse_from(["x", "--node-name", "n", "--inventory", "i", "--fault", "boom"]).unwrap_err();
         assert!(e.to_string().contains("unknown fault"), "{e}");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn version_needs_no_other_flag_and_follows_the_fault() {
+        let plain = Args::try_parse_from(["x", "--version"]).unwrap();
+        assert!(plain.print_version);
+        assert_eq!(plain.version_line(), format!("dracheck-mock-driver {}", env!("CARGO_PKG_VERSION")));
+        let faulty = Args::try_parse_from(["x", "--fault=wrong-version=0.0.1", "-V"]).unwrap();
+        assert_eq!(faulty.version_line(), "dracheck-mock-driver 0.0.1");
+        let e = Args::try_parse_from(["x", "--inventory", "i"]).unwrap_err();
+        assert!(e.to_string().contains("--node-name"), "{e}");
     }
 }

@@ -226,7 +226,7 @@ impl<'de> Deserialize<'de> for Quantity {
     }
 }
 
-fn valid_quantity(s: &str) -> bool {
+pub(crate) fn valid_quantity(s: &str) -> bool {
     let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
     let split = unsigned.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(unsigned.len());
     let (number, suffix) = unsigned.split_at(split);

@@ -15,6 +15,7 @@ pub mod log;
 pub mod plugin;
 pub mod registration;
 mod reload;
+mod reset;
 pub mod slices;
 
 use std::path::Path;
@@ -59,6 +60,15 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         args.inventory.display(),
         if faults.is_empty() { String::new() } else { format!(", faults: {faults}") }
     );
+    if faults.reset_devices_on_start {
+        // First thing, as a driver that resets its devices while it initialises.
+        let prepared = CheckpointFile::new(&args.state_dir()).load()?;
+        let killed = reset::kill_users(&prepared);
+        log!(
+            "fault reset-devices-on-start: reset {} prepared claim(s), {killed} user(s) killed",
+            prepared.claims.len()
+        );
+    }
     let client = connect(args.kubeconfig.as_deref()).await?;
 
     let state_dir = args.state_dir();
@@ -74,6 +84,8 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         log!("fault lose-checkpoint: deleted {}", checkpoint_file.path().display());
     }
     let checkpoint = checkpoint_file.load()?;
+    // Decided before anything is written, so that the marker says whether an earlier run was here.
+    let skip_registration = faults.register_first_start_only && !first_start(&state_dir)?;
 
     // The service socket first: kubelet dials the endpoint as soon as registration appears.
     let dra_socket = UnixSocket::bind(args.dra_socket()).map_err(|source| DriverError::Socket {
@@ -81,11 +93,15 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         flag: "plugin-dir",
         source,
     })?;
-    let reg_socket = UnixSocket::bind(args.registration_socket()).map_err(|source| DriverError::Socket {
-        what: "registration",
-        flag: "registrar-dir",
-        source,
-    })?;
+    let reg_socket = if skip_registration {
+        None
+    } else {
+        Some(UnixSocket::bind(args.registration_socket()).map_err(|source| DriverError::Socket {
+            what: "registration",
+            flag: "registrar-dir",
+            source,
+        })?)
+    };
 
     let (devices_tx, devices_rx) = watch::channel(Arc::new(devices));
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -110,10 +126,24 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     let reg_router = Server::builder().add_service(RegistrationServer::new(Registrar {
         driver: args.driver_name.clone(),
         endpoint: args.dra_socket().display().to_string(),
+        v1beta1_only: faults.register_v1beta1_only,
     }));
-    log!("serving {} and {}", dra_socket.path().display(), reg_socket.path().display());
+    let dra_path = dra_socket.path().display().to_string();
     let mut dra = tokio::spawn(dra_socket.serve(dra_router, stopped(stop_rx.clone())));
-    let mut reg = tokio::spawn(reg_socket.serve(reg_router, stopped(stop_rx.clone())));
+    let mut reg = match reg_socket {
+        Some(reg_socket) => {
+            log!("serving {dra_path} and {}", reg_socket.path().display());
+            tokio::spawn(reg_socket.serve(reg_router, stopped(stop_rx.clone())))
+        }
+        None => {
+            log!("serving {dra_path}; fault register-first-start-only: this is a restart, so no registration socket");
+            let stop = stopped(stop_rx.clone());
+            tokio::spawn(async move {
+                stop.await;
+                Ok(())
+            })
+        }
+    };
     let follow =
         tokio::spawn(reload::follow(args.inventory.clone(), args.node_name.clone(), devices_tx, stop_rx.clone()));
     let publisher =
@@ -145,6 +175,22 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     }
     log!("stopped");
     result
+}
+
+/// Whether this is the first start on `state_dir`, by a marker the first start leaves there
+/// (the `register-first-start-only` fault).
+fn first_start(state_dir: &Path) -> Result<bool, DriverError> {
+    let marker = state_dir.join("dracheck-mock-started");
+    if marker.exists() {
+        return Ok(false);
+    }
+    std::fs::write(&marker, b"").map_err(|source| DriverError::Dir {
+        what: "state",
+        flag: "state-dir",
+        path: state_dir.to_path_buf(),
+        source,
+    })?;
+    Ok(true)
 }
 
 /// A client for the cluster, proven to reach an apiserver that serves ResourceSlices.

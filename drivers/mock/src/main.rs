@@ -6,6 +6,10 @@ use dracheck_mock_driver::cli::Args;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    if args.print_version {
+        println!("{}", args.version_line());
+        return ExitCode::SUCCESS;
+    }
     match dracheck_mock_driver::run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

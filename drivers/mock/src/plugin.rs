@@ -110,7 +110,7 @@ impl Plugin {
         {
             // The spec may be gone (a tmpfs CDI dir after a reboot); the answer must resolve.
             if !faults.cdi_without_spec {
-                cdi::write(&ctx.cdi_dir, prepared).map_err(|e| format!("writing the CDI spec: {e}"))?;
+                cdi::write(&ctx.cdi_dir, &self.exposed(prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
             }
             return Ok(prepared.response());
         }
@@ -138,7 +138,9 @@ impl Plugin {
         if ours.is_empty() {
             return Err(format!("{who} has no device allocated by driver {}", ctx.driver));
         }
-        if let Some(foreign) = ours.iter().find(|r| r.pool != ctx.node) {
+        if let Some(foreign) = ours.iter().find(|r| r.pool != ctx.node)
+            && !faults.prepare_foreign_claims
+        {
             return Err(format!(
                 "{who} is allocated device {} of node {} (pool {}), but this plugin serves node {}",
                 foreign.device, foreign.pool, foreign.pool, ctx.node
@@ -181,9 +183,31 @@ impl Plugin {
             return Err(format!("saving the checkpoint {}: {e}", ctx.checkpoint.path().display()));
         }
         if !faults.cdi_without_spec {
-            cdi::write(&ctx.cdi_dir, &prepared).map_err(|e| format!("writing the CDI spec: {e}"))?;
+            cdi::write(&ctx.cdi_dir, &self.exposed(&prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
         }
         Ok(prepared.response())
+    }
+
+    /// What the claim's CDI spec gives containers: its own devices, unless a fault makes each
+    /// spec entry (its ID still resolves) set up another device.
+    fn exposed(&self, prepared: &PreparedClaim) -> PreparedClaim {
+        let faults = &self.ctx.faults;
+        let stand_in = if faults.prepare_wrong_device {
+            self.ctx.devices.borrow().first().map(|d| (d.name().to_string(), 0))
+        } else if faults.prepare_first_device_only {
+            prepared.devices.first().map(|d| (d.device.clone(), d.env_index))
+        } else {
+            None
+        };
+        let mut claim = prepared.clone();
+        if let Some((device, env_index)) = stand_in {
+            let fault = if faults.prepare_wrong_device { "prepare-wrong-device" } else { "prepare-first-device-only" };
+            log!("fault {fault}: the CDI spec of {}/{} sets up {device} for every device", claim.namespace, claim.name);
+            for d in &mut claim.devices {
+                (d.device, d.env_index) = (device.clone(), env_index);
+            }
+        }
+        claim
     }
 
     pub async fn unprepare(

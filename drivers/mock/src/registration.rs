@@ -11,17 +11,29 @@ pub struct Registrar {
     pub driver: String,
     /// The DRA socket as kubelet sees it.
     pub endpoint: String,
+    /// The `register-v1beta1-only` fault: offer only the beta service (both are still served).
+    pub v1beta1_only: bool,
 }
 
 #[tonic::async_trait]
 impl Registration for Registrar {
     async fn get_info(&self, _: Request<InfoRequest>) -> Result<Response<PluginInfo>, Status> {
-        log!("GetInfo: {} at {}", self.driver, self.endpoint);
+        let supported_versions = if self.v1beta1_only {
+            log!(
+                "GetInfo: {} at {} (fault register-v1beta1-only: offering {DRA_V1BETA1_SERVICE} alone)",
+                self.driver,
+                self.endpoint
+            );
+            vec![DRA_V1BETA1_SERVICE.into()]
+        } else {
+            log!("GetInfo: {} at {}", self.driver, self.endpoint);
+            vec![DRA_V1_SERVICE.into(), DRA_V1BETA1_SERVICE.into()]
+        };
         Ok(Response::new(PluginInfo {
             r#type: DRA_PLUGIN_TYPE.into(),
             name: self.driver.clone(),
             endpoint: self.endpoint.clone(),
-            supported_versions: vec![DRA_V1_SERVICE.into(), DRA_V1BETA1_SERVICE.into()],
+            supported_versions,
         }))
     }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, ResourceSlice};
+use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceCapacity, ResourceSlice};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -27,10 +28,11 @@ const FIELD_MANAGER: &str = "dracheck-mock-driver";
 const RESYNC: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_secs(1);
 
-/// The devices as published: the inventory's, bent by `wrong-attribute` faults. With no
-/// faults this is the oracle of what the slices must hold.
+/// The devices as published: the inventory's, bent by the `wrong-attribute`,
+/// `wrong-capacity` and `phantom-devices` faults. With no faults this is the oracle of what
+/// the slices must hold.
 pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Device> {
-    inventory
+    let mut devices: Vec<Device> = inventory
         .iter()
         .map(|spec| {
             let mut device = spec.to_device();
@@ -51,9 +53,18 @@ pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Devic
                 };
                 device.attributes.get_or_insert_default().insert(name.clone(), attr);
             }
+            for (name, value) in &faults.wrong_capacities {
+                let capacity = DeviceCapacity { value: Quantity(value.clone()), ..DeviceCapacity::default() };
+                device.capacity.get_or_insert_default().insert(name.clone(), capacity);
+            }
             device
         })
-        .collect()
+        .collect();
+    // Copies of a real device, so that the same requests match them.
+    if let Some(last) = devices.last().cloned() {
+        devices.extend((0..faults.phantom_devices).map(|i| Device { name: format!("phantom-{i}"), ..last.clone() }));
+    }
+    devices
 }
 
 /// The controller ownerRef to the Node, so that the garbage collector removes the slices with
@@ -174,6 +185,9 @@ impl Publisher {
 
     /// Reconciles until `stop` turns true, then hands itself back for the exit clean-up.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Publisher {
+        if self.faults.wipe_slices_on_start {
+            self.wipe().await;
+        }
         let config = watcher::Config::default().fields(&self.selector(&self.node));
         let mut events = watcher(self.slices.clone(), config).default_backoff().boxed();
         let mut resync = tokio::time::interval(RESYNC);
@@ -223,10 +237,11 @@ impl Publisher {
         let Some(node) = node else {
             return Err(format!("Node {} does not exist yet; waiting for it before publishing", self.node));
         };
-        let own = owner(&node);
+        let own = if self.faults.no_owner_reference { None } else { owner(&node) };
         self.reconcile_pool(&self.node.clone(), own.as_ref(), &devices).await?;
         for foreign in self.faults.foreign_slices.clone() {
             let owner = self.nodes.get_opt(&foreign).await.ok().flatten().as_ref().and_then(owner);
+            let owner = owner.filter(|_| !self.faults.no_owner_reference);
             self.reconcile_pool(&foreign, owner.as_ref(), &devices).await?;
         }
         Ok(())
@@ -298,6 +313,21 @@ impl Publisher {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(format!("deleting ResourceSlice {name}: {e}")),
             Ok(_) => Ok(()),
+        }
+    }
+
+    /// The `wipe-slices-on-start` fault: whatever a previous run published goes first.
+    async fn wipe(&self) {
+        let result = async {
+            let live = self.live(&self.node).await?;
+            for slice in &live {
+                self.delete(slice.metadata.name.as_deref().unwrap_or_default()).await?;
+            }
+            Ok::<_, String>(live.len())
+        };
+        match result.await {
+            Ok(n) => log!("fault wipe-slices-on-start: deleted {n} slice(s) of pool {}", self.node),
+            Err(e) => log!("fault wipe-slices-on-start: error: {e}"),
         }
     }
 

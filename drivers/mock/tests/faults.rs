@@ -21,6 +21,17 @@ fn main() -> std::process::ExitCode {
         ("fault_wrong_attribute_publishes_a_wrong_value", |e| Box::pin(wrong_attribute(e))),
         ("fault_never_unprepare_fails_every_unprepare", |e| Box::pin(never_unprepare(e))),
         ("fault_foreign_slice_publishes_for_another_node", |e| Box::pin(foreign_slice(e))),
+        ("fault_wrong_capacity_publishes_a_wrong_quantity", |e| Box::pin(wrong_capacity(e))),
+        ("fault_phantom_devices_are_published_but_not_prepared", |e| Box::pin(phantom_devices(e))),
+        ("fault_no_owner_reference_leaves_slices_unowned", |e| Box::pin(no_owner_reference(e))),
+        ("fault_wipe_slices_on_start_replaces_the_slices", |e| Box::pin(wipe_slices_on_start(e))),
+        ("fault_prepare_wrong_device_sets_up_the_first_device", |e| Box::pin(prepare_wrong_device(e))),
+        ("fault_prepare_first_device_only_repeats_the_first_device", |e| Box::pin(prepare_first_device_only(e))),
+        ("fault_prepare_foreign_claims_prepares_another_nodes_claim", |e| Box::pin(prepare_foreign_claims(e))),
+        ("fault_reset_devices_on_start_kills_their_users", |e| Box::pin(reset_devices_on_start(e))),
+        ("fault_register_first_start_only_skips_registration_on_restart", |e| Box::pin(register_first_start_only(e))),
+        ("fault_register_v1beta1_only_offers_the_beta_service", |e| Box::pin(register_v1beta1_only(e))),
+        ("fault_wrong_version_bends_the_version", |e| Box::pin(wrong_version(e))),
         ("faults_listed_in_the_inventory_apply", |e| Box::pin(inventory_faults(e))),
     ])
 }
@@ -188,4 +199,144 @@ async fn inventory_faults(env: Env) {
     let request = || dra_v1::NodePrepareResourcesRequest { claims: vec![claim_ref("f-file-claim", &uid)] };
     assert!(kubelet.dra.node_prepare_resources(request()).await.is_err(), "the file's fail-prepare=1 applies");
     assert!(kubelet.dra.node_prepare_resources(request()).await.is_ok());
+}
+
+/// The slice of `node`, once published.
+async fn slice(client: &kube::Client, node: &str) -> k8s_openapi::api::resource::v1::ResourceSlice {
+    eventually("the slice", Duration::from_secs(20), || async { slices_of(client, node).await.into_iter().next() })
+        .await
+}
+
+async fn wrong_capacity(env: Env) {
+    let client = env.client().await;
+    let (_driver, _) = setup(&env, "f-wrongcap", &["wrong-capacity=memory=1Ti"]).await;
+    for device in slice(&client, "f-wrongcap").await.spec.devices.unwrap() {
+        let capacity = device.capacity.unwrap();
+        assert_eq!(capacity["memory"].value.0, "1Ti", "plugin.slices.match-inventory is broken on {}", device.name);
+    }
+}
+
+async fn phantom_devices(env: Env) {
+    let client = env.client().await;
+    let (driver, _) = setup(&env, "f-phantom", &["phantom-devices=3"]).await;
+    let devices = slice(&client, "f-phantom").await.spec.devices.unwrap();
+    let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "phantom-0", "phantom-1", "phantom-2"]);
+    assert_eq!(devices[4].attributes, devices[3].attributes, "a phantom looks like the last real device");
+    let uid = allocated_claim(&client, "f-phantom-ghost", "f-phantom", &["phantom-1"]).await;
+    let answer = driver.kubelet().await.prepare(&[claim_ref("f-phantom-ghost", &uid)]).await;
+    assert!(answer.claims[&uid].error.contains("does not have"), "prepare refuses a phantom: {answer:?}");
+}
+
+async fn no_owner_reference(env: Env) {
+    let client = env.client().await;
+    let (_driver, _) = setup(&env, "f-noowner", &["no-owner-reference"]).await;
+    let owners = slice(&client, "f-noowner").await.metadata.owner_references.unwrap_or_default();
+    assert!(owners.is_empty(), "plugin.slices.owned-by-node is broken: {owners:?}");
+}
+
+async fn wipe_slices_on_start(env: Env) {
+    let client = env.client().await;
+    let (mut driver, _) = setup(&env, "f-wipe", &["wipe-slices-on-start"]).await;
+    let before = slice(&client, "f-wipe").await.metadata.uid;
+    assert!(driver.terminate().await.success());
+    driver.start().await;
+    let after = eventually("a new slice", Duration::from_secs(20), || async {
+        slices_of(&client, "f-wipe").await.into_iter().map(|s| s.metadata.uid).find(|u| *u != before)
+    })
+    .await;
+    assert_ne!(after, before, "driver.restart.slices-kept is broken: the restart replaced the slice");
+    assert!(driver.log().contains("fault wipe-slices-on-start: deleted 1 slice(s)"), "{}", driver.log());
+}
+
+/// Prepares a claim for `devices` on `node` with `fault`; returns the response's device
+/// names and the `DRACHECK_MOCK_DEVICE_<n>` edits of the claim's spec, which must resolve.
+async fn prepared_edits(env: &Env, node: &str, fault: &str, devices: &[&str]) -> (Vec<String>, Vec<String>) {
+    let client = env.client().await;
+    let (driver, _) = setup(env, node, &[fault]).await;
+    let uid = allocated_claim(&client, &format!("{node}-multi"), node, devices).await;
+    let answer = driver.kubelet().await.prepare(&[claim_ref(&format!("{node}-multi"), &uid)]).await;
+    let claim = &answer.claims[&uid];
+    assert_eq!(claim.error, "");
+    let registry = cdi_registry(&driver.cdi_dir());
+    let mut edits = Vec::new();
+    for id in claim.devices.iter().flat_map(|d| &d.cdi_device_ids) {
+        let spec = registry.get(id).unwrap_or_else(|| panic!("{id} resolves"));
+        let name = id.rsplit_once('=').unwrap().1;
+        let device = spec["devices"].as_array().unwrap().iter().find(|d| d["name"] == name).unwrap();
+        edits.extend(
+            device["containerEdits"]["env"].as_array().unwrap().iter().map(|e| e.as_str().unwrap().to_string()),
+        );
+    }
+    (claim.devices.iter().map(|d| d.device_name.clone()).collect(), edits)
+}
+
+async fn prepare_wrong_device(env: Env) {
+    let (names, edits) = prepared_edits(&env, "f-wrongdev", "prepare-wrong-device", &["gpu-2", "gpu-3"]).await;
+    assert_eq!(names, ["gpu-2", "gpu-3"], "the response names the allocated devices");
+    assert_eq!(edits, ["DRACHECK_MOCK_DEVICE_0=gpu-0"; 2], "workload.sees-devices is broken: the first device instead");
+}
+
+async fn prepare_first_device_only(env: Env) {
+    let (names, edits) = prepared_edits(&env, "f-firstonly", "prepare-first-device-only", &["gpu-1", "gpu-2"]).await;
+    assert_eq!(names, ["gpu-1", "gpu-2"]);
+    assert_eq!(edits, ["DRACHECK_MOCK_DEVICE_1=gpu-1"; 2], "limits.max-devices-per-claim is broken: one device set up");
+}
+
+async fn prepare_foreign_claims(env: Env) {
+    let client = env.client().await;
+    let (driver, _) = setup(&env, "f-foreignclaim", &["prepare-foreign-claims"]).await;
+    let uid = allocated_claim(&client, "f-foreignclaim-other", "f-elsewhere", &["gpu-0"]).await;
+    let answer = driver.kubelet().await.prepare(&[claim_ref("f-foreignclaim-other", &uid)]).await;
+    let claim = &answer.claims[&uid];
+    assert_eq!(claim.error, "", "plugin.prepare.refuses-foreign-node is broken: prepared for another node");
+    assert_eq!(claim.devices[0].pool_name, "f-elsewhere");
+}
+
+async fn reset_devices_on_start(env: Env) {
+    let (mut driver, claim) = setup(&env, "f-reset", &["reset-devices-on-start"]).await;
+    assert_eq!(driver.kubelet().await.prepare(std::slice::from_ref(&claim)).await.claims[&claim.uid].error, "");
+    // A workload of the claim, and one of another claim that must survive.
+    let workload =
+        |uid: &str| std::process::Command::new("sleep").arg("60").env("DRACHECK_MOCK_CLAIM_UID", uid).spawn().unwrap();
+    let (mut user, mut bystander) = (workload(&claim.uid), workload("not-a-prepared-claim"));
+    assert!(driver.terminate().await.success());
+    driver.start().await;
+    let status =
+        eventually("the workload's end", Duration::from_secs(10), || std::future::ready(user.try_wait().unwrap()))
+            .await;
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "driver.restart.workload-keeps-devices is broken on purpose");
+    assert!(bystander.try_wait().unwrap().is_none(), "a process of no prepared claim is left alone");
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+}
+
+async fn register_first_start_only(env: Env) {
+    let (mut driver, claim) = setup(&env, "f-firstreg", &["register-first-start-only"]).await;
+    assert!(driver.terminate().await.success());
+    driver.start_serving(false).await;
+    assert!(!driver.reg_socket().exists(), "driver.restart.new-claims-work is broken: no registration after a restart");
+    // DRA itself is still served, for a kubelet that would find it.
+    let dra = dracheck_kubelet_api::connect_unix(driver.dra_socket()).await.unwrap();
+    let mut dra = dra_v1::dra_plugin_client::DraPluginClient::new(dra);
+    let request = dra_v1::NodePrepareResourcesRequest { claims: vec![claim.clone()] };
+    let answer = dra.node_prepare_resources(request).await.unwrap().into_inner();
+    assert_eq!(answer.claims[&claim.uid].error, "");
+}
+
+async fn register_v1beta1_only(env: Env) {
+    let (driver, _) = setup(&env, "f-beta", &["register-v1beta1-only"]).await;
+    let info = driver.kubelet().await.info;
+    assert_eq!(info.supported_versions, ["v1beta1.DRAPlugin"], "plugin.registration.info is broken on purpose");
+}
+
+async fn wrong_version(_: Env) {
+    let version = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dracheck-mock-driver")).args(args).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(version(&["--version"]), format!("dracheck-mock-driver {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(version(&["--fault=wrong-version=0.0.1", "--version"]), "dracheck-mock-driver 0.0.1\n");
 }

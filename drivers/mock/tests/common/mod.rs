@@ -199,6 +199,12 @@ impl Driver {
     /// Starts the driver and waits until both sockets accept connections (a crashed run
     /// leaves socket files that only a live process answers on).
     pub async fn start(&mut self) {
+        self.start_serving(true).await;
+    }
+
+    /// Starts the driver and waits until its DRA socket, and the registration socket where
+    /// `registration` says it must come, accept connections.
+    pub async fn start_serving(&mut self, registration: bool) {
         assert!(self.child.is_none(), "the driver is already running");
         self.runs += 1;
         let log = std::fs::File::create(self.log_path()).unwrap();
@@ -206,7 +212,7 @@ impl Driver {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         let listening = |p: PathBuf| std::os::unix::net::UnixStream::connect(p).is_ok();
-        while !(listening(self.reg_socket()) && listening(self.dra_socket())) {
+        while !((!registration || listening(self.reg_socket())) && listening(self.dra_socket())) {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("the driver exited during start-up ({status}):\n{}", self.log());
             }

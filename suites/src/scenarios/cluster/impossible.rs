@@ -1,11 +1,12 @@
 //! Requests that cannot be met: the pod stays Pending with `PodScheduled=False` reason
 //! `Unschedulable`, the claim stays unallocated, the message names the cause, and once the
-//! request is fixed the pod schedules.
+//! request is fixed the pod schedules. "More than the cluster has" is measured against the
+//! driver's inventory oracle, not against what the driver publishes.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{CELDeviceSelector, DeviceSelector, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{CELDeviceSelector, Device, DeviceSelector, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams};
 
 use super::common::{allocated, wait_unschedulable};
@@ -181,21 +182,42 @@ async fn driver_slices(ctx: &Ctx<'_>) -> Vec<ResourceSlice> {
     api.list(&lp).await.map(|l| l.items).unwrap_or_default()
 }
 
-/// Every device the driver publishes, on all nodes.
-async fn inventory_size(ctx: &Ctx<'_>) -> i64 {
-    driver_slices(ctx).await.iter().map(|s| s.spec.devices.as_ref().map_or(0, |d| d.len() as i64)).sum()
+/// The devices the cluster has: by the driver adapter's inventory oracle for each node that
+/// runs the driver, so that a driver publishing devices or capacity it does not have makes
+/// the "impossible" claim possible and fails; what the slices publish where the oracle has no
+/// answer.
+async fn inventory(ctx: &Ctx<'_>) -> Vec<Device> {
+    let published = driver_slices(ctx).await;
+    let published_on = |node: &str| -> Vec<Device> {
+        published
+            .iter()
+            .filter(|s| s.spec.node_name.as_deref() == Some(node))
+            .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+            .collect()
+    };
+    let Some(access) = ctx.target.plugin.as_ref() else {
+        return published.iter().flat_map(|s| s.spec.devices.clone().unwrap_or_default()).collect();
+    };
+    let mut devices = Vec::new();
+    for node in ctx.target.live_nodes().await {
+        devices.extend((access.adapter.oracle)(&node).unwrap_or_else(|_| published_on(&node)));
+    }
+    devices
 }
 
-/// A capacity the driver publishes and its largest value in bytes-like units.
+/// Every device the cluster has, on all nodes.
+async fn inventory_size(ctx: &Ctx<'_>) -> i64 {
+    inventory(ctx).await.len() as i64
+}
+
+/// A capacity the cluster's devices have and its largest value in bytes-like units.
 async fn largest_capacity(ctx: &Ctx<'_>) -> Option<(String, u128)> {
     let mut best: Option<(String, u128)> = None;
-    for s in driver_slices(ctx).await {
-        for d in s.spec.devices.into_iter().flatten() {
-            for (name, cap) in d.capacity.into_iter().flatten() {
-                let Some(v) = parse_quantity(&cap.value.0) else { continue };
-                if best.as_ref().is_none_or(|(_, b)| v > *b) && !name.contains('/') {
-                    best = Some((name, v));
-                }
+    for d in inventory(ctx).await {
+        for (name, cap) in d.capacity.into_iter().flatten() {
+            let Some(v) = parse_quantity(&cap.value.0) else { continue };
+            if best.as_ref().is_none_or(|(_, b)| v > *b) && !name.contains('/') {
+                best = Some((name, v));
             }
         }
     }

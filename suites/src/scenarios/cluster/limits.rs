@@ -1,9 +1,9 @@
-//! The profile's limit: a claim for the maximum number of devices per claim is allocated and
-//! its workload runs.
+//! The profile's limit: a claim for the maximum number of devices per claim is allocated, its
+//! workload runs and sees every one of them.
 
 use std::time::Duration;
 
-use super::common::{allocated, device_names};
+use super::common::{SHOW_ENV_AND_WAIT, allocated, device_names, sees};
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::ids;
 
@@ -37,11 +37,20 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         exact.count = Some(max);
     }
     ctx.create(&claim).await?;
-    ctx.create(&ctx.pod("at-limit").claim("devices", "at-limit").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("at-limit").claim("devices", "at-limit").command(SHOW_ENV_AND_WAIT).build()).await?;
     match allocated(ctx, "at-limit", Duration::from_secs(30)).await {
         Ok((c, _)) if device_names(&c).len() == max as usize => {
-            match ctx.wait_phase("at-limit", "Running", Duration::from_secs(30)).await {
-                Ok(_) => ctx.pass(id, format!("a claim for {max} devices got {:?} and runs", device_names(&c))),
+            let devices = device_names(&c);
+            if let Err(e) = ctx.wait_phase("at-limit", "Running", Duration::from_secs(30)).await {
+                ctx.fail(id, e, ctx.evidence("at-limit").await);
+                return Ok(());
+            }
+            match sees(ctx, "at-limit", &devices).await {
+                Ok(Some(how)) => ctx.pass(id, format!("a claim for {max} devices got {devices:?} and runs; {how}")),
+                Ok(None) => ctx.pass(
+                    id,
+                    format!("a claim for {max} devices got {devices:?} and runs (what it sees cannot be read for this driver)"),
+                ),
                 Err(e) => ctx.fail(id, e, ctx.evidence("at-limit").await),
             }
         }
