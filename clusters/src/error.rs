@@ -32,19 +32,18 @@ pub enum ClusterError {
     BinaryVersionMismatch { dir: PathBuf, found: String, requested: String },
 
     #[error(
-        "no Go toolchain found ({detail}). dracheck builds etcd and the Kubernetes control \
-         plane from their Go modules; install Go {min_go} or newer and put `go` on PATH, or \
-         pass --k8s-bin-dir with prebuilt binaries."
+        "no Go toolchain found ({detail}). dracheck builds {what} from Go modules; install Go \
+         {min_go} or newer and put `go` on PATH, or {instead}."
     )]
-    NoGo { detail: String, min_go: String },
+    NoGo { detail: String, what: String, min_go: String, instead: String },
 
     #[error(
-        "building {binary} for Kubernetes {version} failed after {elapsed_s}s; the full build \
+        "building {binary} of {what} failed after {elapsed_s}s; the full build \
          log is {log}. Its last lines:\n{tail}\nCheck that the Go module proxy is reachable \
          (GOPROXY) and that the disk has a few GiB free, then run the command again; the \
          cache resumes where it stopped."
     )]
-    BuildFailed { binary: String, version: String, elapsed_s: u64, log: PathBuf, tail: String },
+    BuildFailed { binary: String, what: String, elapsed_s: u64, log: PathBuf, tail: String },
 
     #[error(
         "port {port} on 127.0.0.1 is already in use, so {component} cannot listen on it. \

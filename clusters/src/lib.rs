@@ -2,6 +2,7 @@
 //! binaries on loopback, built from their Go modules and cached.
 
 pub mod error;
+pub mod gobuild;
 pub mod local;
 
 pub use error::{ClusterError, EXIT_BAD_INPUT, EXIT_CLUSTER_DOWN};

@@ -82,7 +82,9 @@ impl Case {
         dracheck_explain::explain(&self.client, &self.ns, name).await.expect("explain answers")
     }
 
-    /// The scheduler's verdict: `Ok(node)` once bound, `Err(message)` once Unschedulable.
+    /// The scheduler's verdict: `Ok(node)` once bound, `Err("reason: message")` once refused:
+    /// `Unschedulable`, or `SchedulerError` for a selector that fails at run time (the
+    /// scheduler treats a CEL runtime error as an error, not as a non-matching device).
     async fn decision(&self, pod: &str) -> Result<String, String> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
         let deadline = Instant::now() + Duration::from_secs(45);
@@ -93,11 +95,13 @@ impl Case {
             }
             let refused = p.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| {
                 c.iter().find(|c| {
-                    c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && matches!(c.reason.as_deref(), Some("Unschedulable" | "SchedulerError"))
                 })
             });
             if let Some(c) = refused {
-                return Err(c.message.clone().unwrap_or_default());
+                return Err(format!("{}: {}", c.reason.as_deref().unwrap_or(""), c.message.as_deref().unwrap_or("")));
             }
             assert!(Instant::now() < deadline, "the scheduler decided nothing about {pod} in 45s: {:?}", p.status);
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -231,7 +235,10 @@ fn runtime_error(env: Env) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let Some(Cause::SelectorError { error, .. }) = e.causes.first() else { panic!("{}", causes(&e)) };
         assert!(error.contains("no such key: special"), "{}", causes(&e));
         let message = decision.unwrap_err();
-        assert!(message.contains("cannot allocate all claims") || message.contains("CEL"), "scheduler: {message}");
+        assert!(
+            message.starts_with("SchedulerError: ") && message.contains("CEL runtime error"),
+            "scheduler: {message}"
+        );
 
         let first = r#"device.attributes["gpu.mock.dracheck.io"].index == 0 || device.attributes["gpu.mock.dracheck.io"].special == "yes""#;
         case.claim("lucky", CLASS, 1, &[first]).await;

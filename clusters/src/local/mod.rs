@@ -23,7 +23,6 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use self::binaries::BinDir;
-use self::binaries::fmt_elapsed;
 pub use self::drivers::{DriverInstance, DriverSpec};
 use self::health::{etcd_health, http_ok, wait_healthy};
 pub use self::node::{EmulatedNode, NodeConfig};
@@ -34,6 +33,7 @@ pub use self::progress::Progress;
 pub use self::state::ClusterInfo;
 use self::state::StateDir;
 use crate::error::{ClusterError, Result};
+use crate::gobuild::fmt_elapsed;
 
 /// How to start a local cluster. `Default` gives a throw-away cluster of the default release,
 /// on free ports, in a temporary state dir, that dies with its handle.
