@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod gobuild;
+pub mod kind;
 pub mod local;
 
 pub use error::{ClusterError, EXIT_BAD_INPUT, EXIT_CLUSTER_DOWN};

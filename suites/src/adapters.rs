@@ -5,10 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dracheck_clusters::local::DriverSpec;
-use k8s_openapi::api::resource::v1::Device;
+use k8s_openapi::api::resource::v1::{Device, DeviceClass};
 
 /// The devices a driver should publish for a node.
 pub type Oracle = Arc<dyn Fn(&str) -> Result<Vec<Device>, String> + Send + Sync>;
+
+/// Whether a workload's log shows that its container sees exactly `devices` (names).
+pub type SeesDevices = fn(log: &str, devices: &[String]) -> Result<(), String>;
 
 /// What the suite knows about a driver beyond how to start it.
 #[derive(Clone)]
@@ -17,10 +20,19 @@ pub struct Adapter {
     pub short: &'static str,
     pub spec: DriverSpec,
     pub version: String,
-    /// The inventory oracle: the devices the driver should publish for a node.
-    pub oracle: Oracle,
-    /// Whether a workload's log shows that its container sees exactly `devices` (names).
-    pub sees_devices: fn(log: &str, devices: &[String]) -> Result<(), String>,
+    /// The inventory oracle: the devices the driver should publish for a node; `None` for a
+    /// driver the suite knows nothing about (`--driver-bin`), whose published devices are
+    /// then taken as they are and the inventory check is skipped.
+    pub oracle: Option<Oracle>,
+    /// A published device as the oracle states it, for values the driver draws at random
+    /// (e.g. UUIDs) that the oracle can only give the form of.
+    pub canonical: fn(Device) -> Device,
+    /// How a workload's log shows what it sees; `None` where the driver's container edits are
+    /// unknown.
+    pub sees_devices: Option<SeesDevices>,
+    /// The DeviceClasses the driver's installation creates (its chart's), which the local
+    /// cluster installs with the driver.
+    pub device_classes: Vec<DeviceClass>,
 }
 
 /// The mock driver as the suite runs it: its spec, its inventory as the oracle, and its CDI
@@ -35,8 +47,55 @@ pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Resu
         short: "mock",
         spec: mock(program, inventory, faults),
         version: stated_version(program, faults)?,
-        oracle,
-        sees_devices: mock_sees_devices,
+        oracle: Some(oracle),
+        canonical: |d| d,
+        sees_devices: Some(mock_sees_devices),
+        device_classes: Vec::new(),
+    })
+}
+
+/// kubernetes-sigs/dra-example-driver's kubelet plugin at `program`, `devices` GPUs per node,
+/// with the DeviceClass its chart installs.
+pub fn example_adapter(program: &Path, devices: u32) -> Adapter {
+    use dracheck_example_driver as example;
+    Adapter {
+        short: "example",
+        spec: example::spec(program, devices),
+        version: example::RELEASE.trim_start_matches('v').to_string(),
+        oracle: Some(Arc::new(move |_node: &str| Ok(example::published_devices(devices)))),
+        canonical: example::canonical,
+        sees_devices: Some(example::sees_devices),
+        device_classes: vec![example::device_class()],
+    }
+}
+
+/// What a driver's version is when nobody states it (`--driver-bin` without
+/// `--driver-version`); `versions.driver` is then skipped.
+pub const UNKNOWN_VERSION: &str = "unknown";
+
+/// Any kubelet-plugin binary (`--driver-bin`): `args` is its command line on a node with
+/// the placeholders of [`dracheck_clusters::local::drivers::PLACEHOLDERS`], by default the
+/// flags of the upstream kubeletplugin helper. The suite has no inventory oracle for it and
+/// does not know what its workloads see.
+pub fn binary_adapter(
+    program: &Path,
+    driver_name: &str,
+    args: &[String],
+    version: Option<&str>,
+) -> Result<Adapter, String> {
+    let args: Vec<String> = if args.is_empty() {
+        dracheck_clusters::local::drivers::HELPER_FLAGS.iter().map(|f| f.to_string()).collect()
+    } else {
+        args.to_vec()
+    };
+    Ok(Adapter {
+        short: "custom",
+        spec: DriverSpec::from_template(driver_name, program, &args)?,
+        version: version.unwrap_or(UNKNOWN_VERSION).to_string(),
+        oracle: None,
+        canonical: |d| d,
+        sees_devices: None,
+        device_classes: Vec::new(),
     })
 }
 

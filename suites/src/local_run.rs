@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use dracheck_clusters::local::{DriverSpec, Lifetime, Progress};
+use dracheck_clusters::local::{Lifetime, Progress};
 use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
@@ -30,12 +30,16 @@ pub struct LocalRun {
 }
 
 impl LocalRun {
-    /// The default run: the mock driver (with `faults`) on its shipped inventory, both
-    /// shipped mock profiles, seven nodes so that every scenario role of both runs side by side.
+    /// The default run: the mock driver (with `faults`) on its shipped inventory.
     pub fn default_mock(faults: &[String]) -> Result<LocalRun, String> {
         let bin = crate::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")?;
-        let adapter = crate::adapters::mock_adapter(&bin, &crate::adapters::mock_default_inventory(), faults)?;
-        let profiles = crate::profile::shipped("mock")
+        LocalRun::default_for(crate::adapters::mock_adapter(&bin, &crate::adapters::mock_default_inventory(), faults)?)
+    }
+
+    /// The default run of a driver: its shipped profiles, seven nodes so that every scenario
+    /// role of two profiles runs side by side.
+    pub fn default_for(adapter: Adapter) -> Result<LocalRun, String> {
+        let profiles = crate::profile::shipped(adapter.short)
             .into_iter()
             .map(|p| crate::profile::load(&p).map(|loaded| (p, loaded)).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
@@ -79,7 +83,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         progress: progress.clone(),
         ..cfg.cluster
     };
-    let cluster = bring_up(opts, cfg.nodes, &cfg.adapter.spec).await?;
+    let cluster = bring_up(opts, cfg.nodes, &cfg.adapter).await?;
     let cluster_start = begun.elapsed();
     let facts = ClusterFacts {
         provider: "local".into(),
@@ -247,11 +251,13 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
     Ok(assemble(begun, started_at, facts, driver, outcome, &[]))
 }
 
-/// The local cluster with `nodes` emulated nodes and the driver on each, ready once every
-/// node's slices are published.
-async fn bring_up(opts: LocalClusterOptions, nodes: usize, spec: &DriverSpec) -> Result<LocalCluster, NotUp> {
+/// The local cluster with `nodes` emulated nodes, the driver on each and its DeviceClasses,
+/// ready once every node's slices are published.
+async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) -> Result<LocalCluster, NotUp> {
+    let spec = &adapter.spec;
     let mut cluster = LocalCluster::start(opts).await?;
     cluster.add_nodes(nodes).await?;
+    install_classes(&cluster.client(), adapter).await.map_err(unreachable)?;
     cluster.start_driver(spec)?;
     let slices: Api<ResourceSlice> = Api::all(cluster.client());
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -284,6 +290,19 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, spec: &DriverSpec) ->
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Creates the DeviceClasses the driver's installation brings, as its chart would.
+pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result<(), String> {
+    use k8s_openapi::api::resource::v1::DeviceClass;
+    let api: Api<DeviceClass> = Api::all(client.clone());
+    for class in &adapter.device_classes {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        api.create(&kube::api::PostParams::default(), class)
+            .await
+            .map_err(|e| format!("installing the DeviceClass {name} of the driver {}: {e}", adapter.spec.name))?;
+    }
+    Ok(())
 }
 
 /// Short, unique enough across runs on one cluster, valid in a namespace name.

@@ -24,6 +24,9 @@ pub enum ClusterCommand {
     Kubeconfig(StateArgs),
     /// Build the control-plane binaries into the cache without starting anything.
     Build(BinArgs),
+    /// Print a kind cluster config ready for DRA (feature gates, resource.k8s.io versions,
+    /// CDI in containerd), for `kind create cluster --config`.
+    KindConfig(KindConfigArgs),
     /// Runs the emulated nodes and drivers of `cluster up --nodes` (started by `up`).
     #[command(hide = true)]
     Agent(AgentArgs),
@@ -53,6 +56,19 @@ pub struct BinArgs {
     /// of building them.
     #[arg(long, value_name = "DIR", env = "DRACHECK_K8S_BIN_DIR")]
     pub k8s_bin_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct KindConfigArgs {
+    /// Kubernetes version of the nodes (e.g. 1.37 or v1.37.2).
+    #[arg(long)]
+    k8s_version: Option<String>,
+    /// Feature gates for every component, e.g. DRAAdminAccess=true.
+    #[arg(long, default_value = "")]
+    feature_gates: String,
+    /// Worker nodes besides the control plane.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
 }
 
 #[derive(Debug, Args)]
@@ -91,9 +107,20 @@ pub async fn run(cmd: ClusterCommand) -> u8 {
         ClusterCommand::Status(args) => status(args).await,
         ClusterCommand::Kubeconfig(args) => kubeconfig(args),
         ClusterCommand::Build(args) => return ensure_binaries(&args).await.err().unwrap_or(exit::OK),
+        ClusterCommand::KindConfig(args) => kind_config(args),
         ClusterCommand::Agent(args) => return nodes::agent(&args.state.state_dir, args.nodes).await,
     };
     result.unwrap_or_else(report)
+}
+
+fn kind_config(args: KindConfigArgs) -> Result<u8, ClusterError> {
+    let release = match &args.k8s_version {
+        Some(v) => versions::find_release(v)?,
+        None => versions::default_release(),
+    };
+    let gates = local::validate_feature_gates(&args.feature_gates)?;
+    print!("{}", dracheck_clusters::kind::config(release, &gates, args.workers));
+    Ok(exit::OK)
 }
 
 fn report(e: ClusterError) -> u8 {
@@ -127,13 +154,15 @@ pub async fn ensure_binaries(args: &BinArgs) -> Result<(), u8> {
 }
 
 async fn up(args: UpArgs) -> Result<u8, ClusterError> {
-    if args.nodes.driver.is_some() && args.nodes.nodes == 0 {
+    if args.nodes.driver.is_set() && args.nodes.nodes == 0 {
         eprintln!("dracheck: --driver runs the driver on emulated nodes; pass --nodes N (N ≥ 1) as well");
         return Ok(exit::BAD_INPUT);
     }
-    // Checked before anything starts, so that a wrong driver leaves nothing behind.
-    let spec = match nodes::driver_spec(&args.nodes) {
-        Ok(s) => s,
+    // Checked (and a Go-built driver built) before anything starts, so that a wrong driver
+    // leaves nothing behind.
+    let progress = Progress::stderr();
+    let adapter = match args.nodes.driver.adapter(None, &progress).await {
+        Ok(a) => a,
         Err((code, msg)) => {
             eprintln!("dracheck: {msg}");
             return Ok(code);
@@ -147,7 +176,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         apiserver_port: args.apiserver_port,
         start_timeout: Duration::from_secs(args.start_timeout),
         lifetime: Lifetime::Detached,
-        progress: Progress::stderr(),
+        progress,
     };
     // Dropping the start future on Ctrl-C stops whatever it had started and removes the dir.
     let cluster = tokio::select! {
@@ -163,10 +192,10 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         eprintln!(
             "starting {} emulated node(s){}",
             args.nodes.nodes,
-            spec.as_ref().map_or(String::new(), |s| format!(" with driver {}", s.name))
+            adapter.as_ref().map_or(String::new(), |a| format!(" with driver {}", a.spec.name))
         );
         let started = tokio::select! {
-            r = nodes::spawn_agent(&state_dir, &args.nodes, spec.is_some()) => r,
+            r = nodes::spawn_agent(&state_dir, &args.nodes, adapter.is_some()) => r,
             _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
         };
         if let Err(e) = started {

@@ -7,21 +7,22 @@ use std::time::Duration;
 use clap::Args;
 use dracheck_clusters::LocalClusterOptions;
 use dracheck_clusters::local::Progress;
-use dracheck_suites::adapters::{self, Adapter};
+use dracheck_suites::adapters::Adapter;
 use dracheck_suites::engine::Filter;
 use dracheck_suites::local_run::{self, ExistingRun, LocalRun};
 use dracheck_suites::profile::{self, Profile};
 use dracheck_suites::result::{RunResult, Verdict};
 
+use crate::drivers::DriverArgs;
 use crate::exit;
 
 #[derive(Debug, Args)]
 pub struct ConformanceArgs {
-    /// The driver under test: `mock` (dracheck's own kubelet plugin).
-    #[arg(long, default_value = "mock")]
-    pub driver: String,
+    /// The driver under test (default: `mock`).
+    #[command(flatten)]
+    pub driver: DriverArgs,
     /// `local` (the embedded cluster with emulated nodes) or `kubeconfig` (an existing cluster
-    /// with the driver installed).
+    /// with the driver installed); `kind` and `k3s` need Docker (see README).
     #[arg(long, default_value = "local")]
     pub cluster: String,
     /// Kubeconfig of `--cluster kubeconfig` (default: $KUBECONFIG, ~/.kube/config).
@@ -59,12 +60,6 @@ pub struct ConformanceArgs {
     /// Leave the local cluster running after the run (prints how to stop it).
     #[arg(long)]
     pub keep_cluster: bool,
-    /// Mock driver fault switches (repeatable), to see the suite catch a broken driver.
-    #[arg(long = "fault", value_name = "NAME[=ARG]")]
-    pub faults: Vec<String>,
-    /// The mock driver's inventory (default: drivers/mock/inventory/default.yaml).
-    #[arg(long, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
     /// Run at most N groups of scenarios at once (each group on a node of its own); 0: as
     /// many as there are nodes for.
     #[arg(long, default_value_t = 0)]
@@ -83,20 +78,6 @@ pub async fn run(args: ConformanceArgs) -> u8 {
         Err((code, msg)) => {
             eprintln!("dracheck: {msg}");
             code
-        }
-    }
-}
-
-fn adapter(args: &ConformanceArgs) -> Result<Adapter, Early> {
-    match args.driver.as_str() {
-        "mock" => {
-            let inventory = args.inventory.clone().unwrap_or_else(adapters::mock_default_inventory);
-            let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
-                .map_err(|e| (exit::CLUSTER_DOWN, e))?;
-            adapters::mock_adapter(&bin, &inventory, &args.faults).map_err(|e| (exit::BAD_INPUT, e))
-        }
-        other => {
-            Err((exit::BAD_INPUT, format!("unknown driver {other:?}: this version knows `mock`; pass --driver mock")))
         }
     }
 }
@@ -137,14 +118,16 @@ fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathB
 async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
     let progress = Progress::stderr();
     // Everything that can be wrong with the input is checked before anything starts.
-    let adapter = adapter(&args)?;
+    let adapter = args.driver.adapter(Some("mock"), &progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(&args, &adapter)?;
     match args.cluster.as_str() {
         "local" => {}
         "kubeconfig" => return existing(args, adapter, profiles, progress).await,
+        provider @ ("kind" | "k3s") => return Err(container_cluster(provider)),
         other => {
             let msg = format!(
-                "--cluster {other}: known are `local` (the embedded cluster) and `kubeconfig` (an existing one)"
+                "--cluster {other}: known are `local` (the embedded cluster), `kubeconfig` (an existing one), \
+                 `kind` and `k3s`"
             );
             return Err((exit::BAD_INPUT, msg));
         }
@@ -190,6 +173,29 @@ async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
         );
     }
     write_and_report(&args, short, &run_id, finished.result)
+}
+
+/// `--cluster kind|k3s`: both run Kubernetes in containers, so without a Docker daemon they
+/// stop here (exit 3). Creating them is not part of this version: with Docker, the message
+/// says how to make one by hand and point `--cluster kubeconfig` at it.
+fn container_cluster(provider: &str) -> Early {
+    match dracheck_clusters::kind::docker_daemon() {
+        Err(why) => (
+            exit::CLUSTER_DOWN,
+            format!(
+                "--cluster {provider} runs Kubernetes in Docker containers, and {why}. Start a Docker daemon, or use \
+                 --cluster local, which needs no Docker"
+            ),
+        ),
+        Ok(version) => (
+            exit::BAD_INPUT,
+            format!(
+                "--cluster {provider}: Docker {version} answers, but this version of dracheck does not create {provider} \
+                 clusters itself. Create one (for kind: `cargo xtask cluster kind-config > kind.yaml && kind create \
+                 cluster --config kind.yaml`), install the driver, and run with --cluster kubeconfig"
+            ),
+        ),
+    }
 }
 
 /// `--cluster kubeconfig`: the driver already runs there.

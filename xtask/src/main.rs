@@ -3,6 +3,7 @@
 mod bench;
 mod cluster;
 mod conformance;
+mod drivers;
 mod exit;
 mod explain;
 mod nodes;

@@ -2,19 +2,17 @@
 //! `up` command, so a detached agent process (`cluster agent`, hidden) runs them next to the
 //! control plane and is stopped by `cluster down` like the other recorded processes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
 use dracheck_clusters::local::process::{Lifetime, Supervised};
-use dracheck_clusters::local::{
-    ClusterInfo, DriverInstance, DriverSpec, EmulatedNode, NodeConfig, client_for, pki::Pki,
-};
-use dracheck_suites::adapters;
+use dracheck_clusters::local::{ClusterInfo, DriverInstance, EmulatedNode, NodeConfig, Progress, client_for, pki::Pki};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
 
+use crate::drivers::DriverArgs;
 use crate::exit;
 
 #[derive(Debug, Clone, Args)]
@@ -22,52 +20,16 @@ pub struct NodeArgs {
     /// Emulated nodes to run (node-1 … node-N at 127.0.10.1 …), each in the kubelet's DRA role.
     #[arg(long, default_value_t = 0)]
     pub nodes: usize,
-    /// The driver to run on every emulated node: `mock`.
-    #[arg(long)]
-    pub driver: Option<String>,
-    /// The mock driver's inventory file (default: drivers/mock/inventory/default.yaml).
-    #[arg(long, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
-    /// A mock driver fault switch (repeatable), e.g. fail-prepare=2; see drivers/mock/README.md.
-    #[arg(long = "fault", value_name = "NAME[=ARG]")]
-    pub faults: Vec<String>,
+    /// The driver to run on every emulated node.
+    #[command(flatten)]
+    pub driver: DriverArgs,
 }
 
 impl NodeArgs {
     fn to_args(&self) -> Vec<String> {
         let mut out = vec![format!("--nodes={}", self.nodes)];
-        if let Some(d) = &self.driver {
-            out.push(format!("--driver={d}"));
-        }
-        if let Some(i) = &self.inventory {
-            out.push(format!("--inventory={}", i.display()));
-        }
-        out.extend(self.faults.iter().map(|f| format!("--fault={f}")));
+        out.extend(self.driver.to_args());
         out
-    }
-}
-
-/// The driver's spec, or an error message and its exit code.
-pub fn driver_spec(args: &NodeArgs) -> Result<Option<DriverSpec>, (u8, String)> {
-    match args.driver.as_deref() {
-        None => Ok(None),
-        Some("mock") => {
-            let inventory = args.inventory.clone().unwrap_or_else(adapters::mock_default_inventory);
-            if !inventory.is_file() {
-                return Err((
-                    2,
-                    format!("the inventory {} does not exist; pass --inventory FILE", inventory.display()),
-                ));
-            }
-            let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").map_err(|e| (3, e))?;
-            Ok(Some(adapters::mock(&bin, &inventory, &args.faults)))
-        }
-        Some(other) => Err((
-            2,
-            format!(
-                "unknown driver {other:?}: the local cluster can run `mock` on its emulated nodes; pass --driver mock"
-            ),
-        )),
     }
 }
 
@@ -149,7 +111,11 @@ async fn run_agent(state_dir: &Path, args: NodeArgs) -> Result<(), String> {
     let info = ClusterInfo::load(state_dir).map_err(|e| e.to_string())?;
     let client = client_for(&info.kubeconfig, None).await.map_err(|e| e.to_string())?;
     let pki = Pki::load(state_dir).map_err(|e| e.to_string())?;
-    let spec = driver_spec(&args).map_err(|(_, e)| e)?;
+    let adapter = args.driver.adapter(None, &Progress::stderr()).await.map_err(|(_, e)| e)?;
+    if let Some(adapter) = &adapter {
+        dracheck_suites::local_run::install_classes(&client, adapter).await?;
+    }
+    let spec = adapter.map(|a| a.spec);
     let mut nodes = Vec::new();
     let mut drivers: Vec<DriverInstance> = Vec::new();
     for i in 0..args.nodes {

@@ -27,7 +27,57 @@ impl std::fmt::Debug for DriverSpec {
     }
 }
 
+/// The placeholders of a [`DriverSpec::from_template`] command line, and what each becomes on
+/// a node.
+pub const PLACEHOLDERS: &[&str] =
+    &["{node}", "{kubeconfig}", "{registrar-dir}", "{plugins-dir}", "{plugin-dir}", "{cdi-dir}"];
+
+/// The flags of the upstream kubeletplugin helper's drivers (dra-example-driver and drivers
+/// written like it) for the node's name, the API, the registration and plugin dirs and CDI.
+pub const HELPER_FLAGS: &[&str] = &[
+    "--node-name={node}",
+    "--kubeconfig={kubeconfig}",
+    "--kubelet-registrar-directory-path={registrar-dir}",
+    "--kubelet-plugins-directory-path={plugins-dir}",
+    "--cdi-root={cdi-dir}",
+];
+
 impl DriverSpec {
+    /// A driver whose command line is `template` with the [`PLACEHOLDERS`] filled in per node;
+    /// an unknown `{…}` placeholder is an error that lists the known ones.
+    pub fn from_template(name: &str, program: &Path, template: &[String]) -> std::result::Result<DriverSpec, String> {
+        for arg in template {
+            let mut rest = arg.as_str();
+            while let Some(start) = rest.find('{') {
+                let end = rest[start..].find('}').map_or(rest.len(), |e| start + e + 1);
+                let placeholder = &rest[start..end];
+                if !PLACEHOLDERS.contains(&placeholder) {
+                    return Err(format!(
+                        "the driver argument {arg:?} has the unknown placeholder {placeholder:?}; known are {}",
+                        PLACEHOLDERS.join(", ")
+                    ));
+                }
+                rest = &rest[end..];
+            }
+        }
+        let (driver, template) = (name.to_string(), template.to_vec());
+        Ok(DriverSpec {
+            name: name.to_string(),
+            program: program.to_path_buf(),
+            args: Arc::new(move |node, kubeconfig| {
+                let fill = |arg: &String| {
+                    arg.replace("{node}", &node.name)
+                        .replace("{kubeconfig}", &kubeconfig.display().to_string())
+                        .replace("{registrar-dir}", &node.registry_dir().display().to_string())
+                        .replace("{plugins-dir}", &node.plugins_dir().display().to_string())
+                        .replace("{plugin-dir}", &node.plugins_dir().join(&driver).display().to_string())
+                        .replace("{cdi-dir}", &node.cdi_dir().display().to_string())
+                };
+                template.iter().map(fill).collect()
+            }),
+        })
+    }
+
     /// The dir the driver keeps its service socket in on `node`.
     pub fn plugin_dir(&self, node: &NodeConfig) -> PathBuf {
         node.plugins_dir().join(&self.name)
@@ -114,5 +164,36 @@ impl DriverInstance {
     /// Gives the process up to a supervisor that outlives this handle (`cluster up`).
     pub fn release(mut self) -> Option<super::process::ProcessRecord> {
         self.process.take().map(Supervised::release)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_is_filled_per_node() {
+        let template: Vec<String> =
+            HELPER_FLAGS.iter().map(|f| f.to_string()).chain(["--plugin={plugin-dir}/x".to_string()]).collect();
+        let spec = DriverSpec::from_template("gpu.example.com", Path::new("/bin/p"), &template).unwrap();
+        let node = NodeConfig::numbered(Path::new("/c"), 1);
+        let args = (spec.args)(&node, Path::new("/c/admin.kubeconfig"));
+        assert_eq!(
+            args,
+            [
+                "--node-name=node-2",
+                "--kubeconfig=/c/admin.kubeconfig",
+                "--kubelet-registrar-directory-path=/c/nodes/node-2/plugins_registry",
+                "--kubelet-plugins-directory-path=/c/nodes/node-2/plugins",
+                "--cdi-root=/c/nodes/node-2/cdi",
+                "--plugin=/c/nodes/node-2/plugins/gpu.example.com/x",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_placeholder_is_named() {
+        let err = DriverSpec::from_template("d", Path::new("/bin/p"), &["--dir={state-dir}".into()]).unwrap_err();
+        assert!(err.contains("{state-dir}") && err.contains("{cdi-dir}"), "{err}");
     }
 }

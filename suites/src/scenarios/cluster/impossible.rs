@@ -195,12 +195,12 @@ async fn inventory(ctx: &Ctx<'_>) -> Vec<Device> {
             .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
             .collect()
     };
-    let Some(access) = ctx.target.plugin.as_ref() else {
+    let Some(oracle) = ctx.target.plugin.as_ref().and_then(|a| a.adapter.oracle.as_ref()) else {
         return published.iter().flat_map(|s| s.spec.devices.clone().unwrap_or_default()).collect();
     };
     let mut devices = Vec::new();
     for node in ctx.target.live_nodes().await {
-        devices.extend((access.adapter.oracle)(&node).unwrap_or_else(|_| published_on(&node)));
+        devices.extend(oracle(&node).unwrap_or_else(|_| published_on(&node)));
     }
     devices
 }

@@ -26,6 +26,9 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     for (id, what, req, actual) in checks {
         match req {
             None => ctx.skip(id, format!("the profile names no {what} version")),
+            Some(_) if actual == crate::adapters::UNKNOWN_VERSION => {
+                ctx.skip(id, format!("the {what}'s version is unknown: pass --driver-version with --driver-bin"))
+            }
             Some(req) => ctx.check(
                 id,
                 req.matches(actual),

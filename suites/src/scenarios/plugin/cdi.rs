@@ -8,7 +8,7 @@ use crate::profile::ids::{PLUGIN_CDI_RESOLVABLE as RESOLVABLE, PLUGIN_CDI_VALID 
 super::plugin_scenario!("plugin-cdi", [VALID, RESOLVABLE]);
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx)?;
+    let devices = super::oracle_devices(node, ctx).await?;
     let claim = node.allocate("cdi", &node.name, &[devices.first().ok_or("the inventory is empty")?]).await?;
     let prepared = node.prepared(&claim).await.map_err(|e| format!("prepare failed: {e}"))?;
     let registry = match node.cdi_devices() {

@@ -7,7 +7,7 @@ use crate::profile::ids::PLUGIN_PREPARE_CONCURRENT as ID;
 super::plugin_scenario!("plugin-concurrent", [ID]);
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx)?;
+    let devices = super::oracle_devices(node, ctx).await?;
     let mut claims = Vec::new();
     for (i, d) in devices.iter().take(4).enumerate() {
         claims.push(node.allocate(&format!("parallel-{i}"), &node.name, &[d]).await?);

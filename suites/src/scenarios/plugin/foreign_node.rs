@@ -7,7 +7,7 @@ use crate::profile::ids::PLUGIN_PREPARE_REFUSES_FOREIGN_NODE as ID;
 super::plugin_scenario!("plugin-foreign-node", [ID]);
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx)?;
+    let devices = super::oracle_devices(node, ctx).await?;
     let claim =
         node.allocate("elsewhere", "dracheck-other-node", &[devices.first().ok_or("the inventory is empty")?]).await?;
     match node.prepared(&claim).await {

@@ -8,7 +8,7 @@ use crate::profile::ids::PLUGIN_PREPARE_IDEMPOTENT as ID;
 super::plugin_scenario!("plugin-idempotent", [ID]);
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx)?;
+    let devices = super::oracle_devices(node, ctx).await?;
     let claim = node.allocate("twice", &node.name, &[devices.first().ok_or("the inventory is empty")?]).await?;
     let first = node.prepared(&claim).await;
     let second = node.prepared(&claim).await;

@@ -29,10 +29,18 @@ pub fn all() -> Vec<&'static Scenario> {
     ]
 }
 
-/// The names of the devices the driver should publish on `node`, by its inventory oracle.
-fn oracle_devices(node: &harness::PluginNode, ctx: &crate::engine::Ctx<'_>) -> Result<Vec<String>, String> {
+/// The names of the devices the driver should publish on `node`: by its inventory oracle, or
+/// as it published them where the suite has no oracle for it.
+async fn oracle_devices(node: &harness::PluginNode, ctx: &crate::engine::Ctx<'_>) -> Result<Vec<String>, String> {
     let access = ctx.target.plugin.as_ref().ok_or(harness::NEEDS_BINARY)?;
-    Ok((access.adapter.oracle)(&node.name)?.into_iter().map(|d| d.name).collect())
+    if let Some(oracle) = &access.adapter.oracle {
+        return Ok(oracle(&node.name)?.into_iter().map(|d| d.name).collect());
+    }
+    let (slices, _) = ctx
+        .wait_until(std::time::Duration::from_secs(30), || ctx.slices_of(&node.name), |s| !s.is_empty())
+        .await
+        .map_err(|_| format!("the driver published no slice for {} within 30s", node.name))?;
+    Ok(slices.into_iter().flat_map(|s| s.spec.devices.unwrap_or_default()).map(|d| d.name).collect())
 }
 
 /// Declares a plugin-tier scenario whose `check(ctx, &mut node)` runs with a started node.

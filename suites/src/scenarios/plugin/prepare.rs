@@ -8,7 +8,7 @@ use crate::profile::ids::{PLUGIN_PREPARE_ALLOCATED_CLAIM as PREPARE, PLUGIN_UNPR
 super::plugin_scenario!("plugin-prepare", [PREPARE, UNPREPARE]);
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx)?;
+    let devices = super::oracle_devices(node, ctx).await?;
     let picked: Vec<&str> = devices.iter().take(2).map(String::as_str).collect();
     let claim = node.allocate("prepared", &node.name, &picked).await?;
     let got = match node.prepared(&claim).await {

@@ -8,7 +8,7 @@ use crate::profile::ids::PLUGIN_RESTART_KEEPS_STATE as ID;
 super::plugin_scenario!("plugin-restart", [ID]);
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx)?;
+    let devices = super::oracle_devices(node, ctx).await?;
     let claim = node.allocate("survivor", &node.name, &[devices.first().ok_or("the inventory is empty")?]).await?;
     let before = node.prepared(&claim).await.map_err(|e| format!("prepare before the restart: {e}"))?;
     node.restart().await?;

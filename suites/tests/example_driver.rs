@@ -1,0 +1,39 @@
+//! kubernetes-sigs/dra-example-driver, built from its Go module at the pinned release, under
+//! the whole default suite on the local cluster: every guarantee holds except the findings
+//! `dracheck_example_driver::FINDINGS` records, and those fail.
+
+use dracheck_clusters::local::Progress;
+use dracheck_example_driver::{DEVICES_PER_NODE, FINDINGS};
+use dracheck_suites::adapters;
+use dracheck_suites::local_run::{self, LocalRun};
+use dracheck_suites::result::Verdict;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_driver_meets_every_guarantee_but_its_recorded_findings() {
+    let progress = Progress::to(|l| eprintln!("[example] {l}"));
+    let bin = dracheck_example_driver::binary(&progress).await.unwrap_or_else(|e| panic!("{e}"));
+    let cfg = LocalRun::default_for(adapters::example_adapter(&bin, DEVICES_PER_NODE)).expect("the run is set up");
+    let result = local_run::run(cfg, &local_run::run_id(), &progress)
+        .await
+        .map_err(|e| e.message)
+        .expect("the run starts")
+        .result;
+
+    let mut problems = Vec::new();
+    for g in result.all() {
+        let finding = FINDINGS.iter().find(|f| f.id == g.id);
+        match (finding, g.verdict) {
+            (None, Verdict::Pass) | (Some(_), Verdict::Fail) => {}
+            (None, v) => problems.push(format!("{} is {v}: {}", g.id, g.reason)),
+            (Some(f), v) => {
+                problems.push(format!("{} is {v}, but the recorded finding says it fails: {}", g.id, f.why))
+            }
+        }
+    }
+    for f in FINDINGS {
+        if !result.all().any(|g| g.id == f.id) {
+            problems.push(format!("{} is a recorded finding but no scenario checked it", f.id));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -1,0 +1,130 @@
+//! The drivers `--driver NAME` knows, and any kubelet-plugin binary (`--driver-bin`), for
+//! `conformance` and `cluster up` alike: how each one's binary is found or built, and the
+//! suite's adapter for it.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use dracheck_clusters::local::Progress;
+use dracheck_suites::adapters::{self, Adapter};
+
+use crate::exit;
+
+/// The names `--driver` takes.
+pub const KNOWN: &str = "`mock` (dracheck's own kubelet plugin) and `example` (kubernetes-sigs/dra-example-driver)";
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct DriverArgs {
+    /// The driver: `mock` (dracheck's own kubelet plugin) or `example`
+    /// (kubernetes-sigs/dra-example-driver, built from its Go module on first use).
+    #[arg(long, conflicts_with = "driver_bin")]
+    pub driver: Option<String>,
+    /// The mock driver's inventory (default: drivers/mock/inventory/default.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// A mock driver fault switch (repeatable), e.g. fail-prepare=2; see drivers/mock/README.md.
+    #[arg(long = "fault", value_name = "NAME[=ARG]")]
+    pub faults: Vec<String>,
+    /// Any kubelet-plugin binary, run on every emulated node instead of a known driver.
+    #[arg(long, value_name = "PATH", requires = "driver_name")]
+    pub driver_bin: Option<PathBuf>,
+    /// The DRA driver name the `--driver-bin` plugin registers and publishes under.
+    #[arg(long, value_name = "NAME", requires = "driver_bin")]
+    pub driver_name: Option<String>,
+    /// The `--driver-bin` plugin's command line, one argument each (repeatable), with
+    /// {node}, {kubeconfig}, {registrar-dir}, {plugins-dir}, {plugin-dir} and {cdi-dir} filled
+    /// in per node. Default: the upstream kubeletplugin helper's flags (see README).
+    #[arg(long = "driver-arg", value_name = "ARG", allow_hyphen_values = true, requires = "driver_bin")]
+    pub driver_args: Vec<String>,
+    /// The version of the `--driver-bin` plugin, for the profiles' driver version check.
+    #[arg(long, value_name = "VERSION", requires = "driver_bin")]
+    pub driver_version: Option<String>,
+}
+
+impl DriverArgs {
+    /// The same choice as command-line arguments, for the node agent.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(v) = value {
+                out.push(format!("--{name}={v}"));
+            }
+        };
+        flag("driver", self.driver.clone());
+        flag("inventory", self.inventory.as_ref().map(|p| p.display().to_string()));
+        flag("driver-bin", self.driver_bin.as_ref().map(|p| p.display().to_string()));
+        flag("driver-name", self.driver_name.clone());
+        flag("driver-version", self.driver_version.clone());
+        out.extend(self.faults.iter().map(|f| format!("--fault={f}")));
+        out.extend(self.driver_args.iter().map(|a| format!("--driver-arg={a}")));
+        out
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.driver.is_some() || self.driver_bin.is_some()
+    }
+
+    /// The adapter of the chosen driver (`default` when none is named), `None` if there is
+    /// none. A failure is the message and its exit code, before anything was started.
+    pub async fn adapter(&self, default: Option<&str>, progress: &Progress) -> Result<Option<Adapter>, (u8, String)> {
+        let driver = self.driver.as_deref().or(if self.driver_bin.is_some() { None } else { default });
+        if driver != Some("mock") {
+            let mock_only = |flag: &str| {
+                (exit::BAD_INPUT, format!("{flag} is a switch of the mock driver; drop it, or pass --driver mock"))
+            };
+            if !self.faults.is_empty() {
+                return Err(mock_only("--fault"));
+            }
+            if self.inventory.is_some() {
+                return Err(mock_only("--inventory"));
+            }
+        }
+        if let (Some(bin), Some(name)) = (&self.driver_bin, &self.driver_name) {
+            return custom(bin, name, &self.driver_args, self.driver_version.as_deref()).map(Some);
+        }
+        match driver {
+            None => Ok(None),
+            Some("mock") => {
+                let inventory = self.inventory.clone().unwrap_or_else(adapters::mock_default_inventory);
+                if !inventory.is_file() {
+                    return Err((
+                        exit::BAD_INPUT,
+                        format!("the inventory {} does not exist; pass --inventory FILE", inventory.display()),
+                    ));
+                }
+                let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
+                    .map_err(|e| (exit::CLUSTER_DOWN, e))?;
+                adapters::mock_adapter(&bin, &inventory, &self.faults).map(Some).map_err(|e| (exit::BAD_INPUT, e))
+            }
+            Some("example") => {
+                let bin = dracheck_example_driver::binary(progress)
+                    .await
+                    .map_err(|e| (e.exit_code().clamp(1, 255) as u8, e.to_string()))?;
+                Ok(Some(adapters::example_adapter(&bin, dracheck_example_driver::DEVICES_PER_NODE)))
+            }
+            Some(other) => Err((
+                exit::BAD_INPUT,
+                format!(
+                    "unknown driver {other:?}: known are {KNOWN}; pass one of them to --driver, or a kubelet-plugin \
+                     binary with --driver-bin PATH --driver-name NAME"
+                ),
+            )),
+        }
+    }
+}
+
+/// `--driver-bin`: an executable file, and a command line whose placeholders are known.
+fn custom(bin: &Path, name: &str, args: &[String], version: Option<&str>) -> Result<Adapter, (u8, String)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = std::fs::metadata(bin).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if !executable {
+        return Err((
+            exit::BAD_INPUT,
+            format!(
+                "--driver-bin {} is not an executable file; pass the path of a kubelet-plugin binary",
+                bin.display()
+            ),
+        ));
+    }
+    adapters::binary_adapter(bin, name, args, version).map_err(|e| (exit::BAD_INPUT, format!("{e}; fix --driver-arg")))
+}
