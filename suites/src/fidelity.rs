@@ -129,7 +129,7 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "phantom-devices=32",
-        misbehaviour: "publishes 32 devices per node that do not exist; the scheduler allocates them (a claim for more devices than the cluster has, and a pod past the real capacity) and prepare refuses them",
+        misbehaviour: "publishes 32 devices per node that do not exist; the scheduler allocates them (a claim for more devices than a node has, and a pod past the real capacity) and prepare refuses them",
         breaks: &[&[
             PLUGIN_SLICES_MATCH_INVENTORY,
             CLAIM_IMPOSSIBLE_COUNT,

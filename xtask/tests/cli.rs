@@ -27,6 +27,7 @@ fn every_command_has_help() {
         vec!["cluster", "status", "--help"],
         vec!["cluster", "kubeconfig", "--help"],
         vec!["cluster", "build", "--help"],
+        vec!["cluster", "kind-config", "--help"],
         vec!["conformance", "--help"],
         vec!["test", "--help"],
     ] {
@@ -196,6 +197,24 @@ fn conformance_refuses_bad_input_before_starting_anything() {
         (vec!["conformance", "--profile", other], "is for driver gpu.example.com"),
         (vec!["conformance", "--profile", broken], "line"),
         (vec!["conformance", "--feature-gates", "Nope"], "invalid feature gate"),
+        (vec!["conformance", "--driver", "example", "--fault", "hang-prepare"], "switch of the mock driver"),
+        (
+            vec!["conformance", "--driver-bin", "/nonexistent/plugin", "--driver-name", "x.example.com"],
+            "not an executable",
+        ),
+        (vec!["conformance", "--driver-bin", "/bin/true"], "--driver-name"),
+        (
+            vec![
+                "conformance",
+                "--driver-bin",
+                "/bin/true",
+                "--driver-name",
+                "x.example.com",
+                "--driver-arg=--dir={state}",
+            ],
+            "unknown placeholder",
+        ),
+        (vec!["conformance", "--driver-bin", "/bin/true", "--driver-name", "x.example.com"], "ships no profiles"),
     ];
     for (args, needle) in cases {
         let out = xtask(&args, &[]);
@@ -299,4 +318,27 @@ fn conformance_against_an_existing_cluster_skips_what_needs_node_control() {
     );
     assert_eq!(unreachable.status.code(), Some(3), "{}", text(&unreachable));
     assert!(text(&unreachable).contains("cannot be reached"), "{}", text(&unreachable));
+}
+
+#[test]
+fn kind_and_k3s_need_a_docker_daemon() {
+    if let Ok(version) = dracheck_clusters::kind::docker_daemon() {
+        eprintln!("skipped: a Docker daemon ({version}) answers here, so --cluster kind does not stop for its absence");
+        return;
+    }
+    for provider in ["kind", "k3s"] {
+        let out = xtask(&["conformance", "--cluster", provider], &[]);
+        assert_eq!(out.status.code(), Some(3), "{provider}: {}", text(&out));
+        assert!(text(&out).contains("Docker") && text(&out).contains("--cluster local"), "{}", text(&out));
+    }
+}
+
+#[test]
+fn kind_config_is_dra_ready() {
+    let out = xtask(&["cluster", "kind-config", "--feature-gates", "DRAAdminAccess=true", "--workers", "1"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let config = String::from_utf8_lossy(&out.stdout);
+    assert!(config.contains("DRAAdminAccess: true") && config.contains("enable_cdi = true"), "{config}");
+    let bad = xtask(&["cluster", "kind-config", "--k8s-version", "1.99"], &[]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }

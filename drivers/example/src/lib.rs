@@ -33,7 +33,13 @@ pub struct Finding {
     pub why: &'static str,
 }
 
-pub const FINDINGS: &[Finding] = &[];
+pub const FINDINGS: &[Finding] = &[Finding {
+    id: "plugin.prepare.refuses-foreign-node",
+    why: "v0.4.0 prepares a claim whose allocation names another node's pool: it looks allocated devices up by \
+          name only (cmd/dra-example-kubeletplugin/state.go, computeDeviceConfig: `s.allocatable[result.Device]`), \
+          and every node has gpu-0 … gpu-7, so it hands out this node's gpu-0 for another node's gpu-0. A kubelet \
+          sends only claims allocated for its node, so it takes a stale or misrouted claim to matter.",
+}];
 
 /// How the plugin is built: `go build` of its command package from a recipe that requires
 /// the release (and pins its dependencies through go.sum).

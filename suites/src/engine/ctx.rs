@@ -113,6 +113,11 @@ impl<'a> Ctx<'a> {
         self.record(id, Verdict::Pass, reason.into(), Vec::new());
     }
 
+    /// A pass that keeps what it was judged on.
+    pub fn pass_with(&self, id: &str, reason: impl Into<String>, evidence: Vec<Evidence>) {
+        self.record(id, Verdict::Pass, reason.into(), evidence);
+    }
+
     pub fn fail(&self, id: &str, reason: impl Into<String>, evidence: Vec<Evidence>) {
         self.record(id, Verdict::Fail, reason.into(), evidence);
     }

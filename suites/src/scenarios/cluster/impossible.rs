@@ -1,7 +1,8 @@
 //! Requests that cannot be met: the pod stays Pending with `PodScheduled=False` reason
-//! `Unschedulable`, the claim stays unallocated, the message names the cause, and once the
-//! request is fixed the pod schedules. "More than the cluster has" is measured against the
-//! driver's inventory oracle, not against what the driver publishes.
+//! `Unschedulable`, the claim stays unallocated, the message names the cause, `explain`
+//! finds the cause the request was built with, and once the request is fixed the pod
+//! schedules. "More than a node has" and "more capacity than any device has" are measured
+//! against the driver's inventory oracle, not against what the driver publishes.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use super::common::{allocated, wait_unschedulable};
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::{ImpossibleVariant, ids};
+use crate::result::Evidence;
 
 pub static SCENARIO: Scenario = Scenario {
     name: "impossible",
@@ -40,7 +42,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
                 (ids::CLAIM_IMPOSSIBLE_SELECTOR, "a selector no device matches")
             }
             ImpossibleVariant::CountAboveInventory => {
-                (ids::CLAIM_IMPOSSIBLE_COUNT, "more devices than the cluster has")
+                (ids::CLAIM_IMPOSSIBLE_COUNT, "more devices than any one node has")
             }
             ImpossibleVariant::CapacityTooLarge => {
                 (ids::CLAIM_IMPOSSIBLE_CAPACITY, "more capacity than any device has")
@@ -77,9 +79,9 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     check_explained(ctx, &explained, variants.len()).await
 }
 
-/// The message must name the cause where the scheduler can know it (the missing class), and
-/// fixing the request must let the pod schedule: the verdict was about the request, not the
-/// cluster.
+/// The message must name the cause where the scheduler can know it (the missing class),
+/// `explain` must find the cause the request was built with, and fixing the request must let
+/// the pod schedule: the verdict was about the request, not the cluster.
 async fn check_explained(
     ctx: &Ctx<'_>,
     cases: &[(ImpossibleVariant, String, String)],
@@ -93,6 +95,7 @@ async fn check_explained(
         );
         return Ok(());
     }
+    let mut explanations = Vec::new();
     for (variant, name, message) in cases {
         if matches!(variant, ImpossibleVariant::UnknownClass) && !message.contains(MISSING_CLASS) {
             ctx.fail(
@@ -107,6 +110,11 @@ async fn check_explained(
                 format!("pod {name} is unschedulable without a message"),
                 Vec::new(),
             );
+        }
+        ctx.phase(&format!("explaining {name}"));
+        match explains(ctx, *variant, name).await {
+            Ok(e) => explanations.extend(e),
+            Err((why, e)) => ctx.fail(ids::CLAIM_IMPOSSIBLE_EXPLAINED, why, e),
         }
         // The fix: the same pod with a claim of the profile's own shape.
         ctx.phase(&format!("fixing {name}"));
@@ -132,12 +140,52 @@ async fn check_explained(
         let _ = ctx.api::<ResourceClaim>().delete(&fixed, &DeleteParams::default()).await;
     }
     if !ctx.is_recorded(ids::CLAIM_IMPOSSIBLE_EXPLAINED) {
-        ctx.pass(
+        ctx.pass_with(
             ids::CLAIM_IMPOSSIBLE_EXPLAINED,
-            format!("{total} impossible request(s) refused with a message, and each scheduled once fixed"),
+            format!(
+                "{total} impossible request(s) refused with a message, explain named each cause, and each scheduled \
+                 once fixed"
+            ),
+            explanations,
         );
     }
     Ok(())
+}
+
+/// `cargo xtask explain` of the refused pod names the cause `variant` built in. Either way the
+/// explanation comes back as evidence; `Err` carries the failure.
+async fn explains(
+    ctx: &Ctx<'_>,
+    variant: ImpossibleVariant,
+    pod: &str,
+) -> Result<Vec<Evidence>, (String, Vec<Evidence>)> {
+    use dracheck_explain::Cause;
+    let e = dracheck_explain::explain(&ctx.client(), &ctx.ns, pod)
+        .await
+        .map_err(|e| (format!("explain of pod {pod} failed: {e}"), Vec::new()))?;
+    let text = dracheck_explain::text(&e);
+    let evidence = vec![Evidence { title: format!("cargo xtask explain {}/{pod}", ctx.ns), body: text.clone() }];
+    let named = e.causes.iter().any(|c| match variant {
+        ImpossibleVariant::UnknownClass => matches!(c, Cause::UnknownClass { class, .. } if class == MISSING_CLASS),
+        ImpossibleVariant::SelectorMatchesNothing | ImpossibleVariant::CapacityTooLarge => {
+            matches!(c, Cause::NoCompatibleDevice { .. })
+        }
+        ImpossibleVariant::CountAboveInventory => {
+            matches!(c, Cause::CountAboveInventory { .. } | Cause::NotEnoughOnOneNode { .. })
+        }
+    });
+    if e.fits || !named {
+        let causes: Vec<String> = e.causes.iter().map(|c| c.describe()).collect();
+        return Err((
+            format!(
+                "explain of pod {pod} ({variant:?}) {}: {}",
+                if e.fits { "says it fits" } else { "names another cause" },
+                if causes.is_empty() { "no cause".to_string() } else { causes.join("; ") }
+            ),
+            evidence,
+        ));
+    }
+    Ok(evidence)
 }
 
 /// The profile's claim bent into `variant`; `None` when the variant cannot be built here.
@@ -166,7 +214,7 @@ async fn impossible_claim(
         ImpossibleVariant::SelectorMatchesNothing => {
             add_selector(exact, format!("device.driver == {:?}", format!("{driver}.invalid")))
         }
-        ImpossibleVariant::CountAboveInventory => exact.count = Some(inventory_size(ctx).await + 1),
+        ImpossibleVariant::CountAboveInventory => exact.count = Some(most_on_one_node(ctx).await + 1),
         ImpossibleVariant::CapacityTooLarge => {
             let Some((capacity, max)) = largest_capacity(ctx).await else { return Ok(None) };
             let cel = format!("device.capacity[{driver:?}].{capacity}.compareTo(quantity(\"{}\")) >= 0", max * 2);
@@ -182,38 +230,42 @@ async fn driver_slices(ctx: &Ctx<'_>) -> Vec<ResourceSlice> {
     api.list(&lp).await.map(|l| l.items).unwrap_or_default()
 }
 
-/// The devices the cluster has: by the driver adapter's inventory oracle for each node that
-/// runs the driver, so that a driver publishing devices or capacity it does not have makes
-/// the "impossible" claim possible and fails; what the slices publish where the oracle has no
-/// answer.
-async fn inventory(ctx: &Ctx<'_>) -> Vec<Device> {
+/// The devices of each node that runs the driver: by the driver adapter's inventory oracle,
+/// so that a driver publishing devices or capacity it does not have makes the "impossible"
+/// claim possible and fails; what the slices publish where the oracle has no answer. Devices
+/// of slices for no single node (network-attached pools) are reachable from every node.
+async fn inventory(ctx: &Ctx<'_>) -> Vec<(String, Vec<Device>)> {
     let published = driver_slices(ctx).await;
-    let published_on = |node: &str| -> Vec<Device> {
+    let published_on = |node: Option<&str>| -> Vec<Device> {
         published
             .iter()
-            .filter(|s| s.spec.node_name.as_deref() == Some(node))
+            .filter(|s| s.spec.node_name.as_deref() == node)
             .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
             .collect()
     };
-    let Some(oracle) = ctx.target.plugin.as_ref().and_then(|a| a.adapter.oracle.as_ref()) else {
-        return published.iter().flat_map(|s| s.spec.devices.clone().unwrap_or_default()).collect();
-    };
-    let mut devices = Vec::new();
+    let oracle = ctx.target.plugin.as_ref().and_then(|a| a.adapter.oracle.as_ref());
+    let shared = published_on(None);
+    let mut nodes = Vec::new();
     for node in ctx.target.live_nodes().await {
-        devices.extend(oracle(&node).unwrap_or_else(|_| published_on(&node)));
+        let mut devices = match oracle {
+            Some(oracle) => oracle(&node).unwrap_or_else(|_| published_on(Some(&node))),
+            None => published_on(Some(&node)),
+        };
+        devices.extend(shared.iter().cloned());
+        nodes.push((node, devices));
     }
-    devices
+    nodes
 }
 
-/// Every device the cluster has, on all nodes.
-async fn inventory_size(ctx: &Ctx<'_>) -> i64 {
-    inventory(ctx).await.len() as i64
+/// The most devices a claim can get on one node: all of its devices, whatever the class.
+async fn most_on_one_node(ctx: &Ctx<'_>) -> i64 {
+    inventory(ctx).await.iter().map(|(_, d)| d.len() as i64).max().unwrap_or(0)
 }
 
 /// A capacity the cluster's devices have and its largest value in bytes-like units.
 async fn largest_capacity(ctx: &Ctx<'_>) -> Option<(String, u128)> {
     let mut best: Option<(String, u128)> = None;
-    for d in inventory(ctx).await {
+    for d in inventory(ctx).await.into_iter().flat_map(|(_, d)| d) {
         for (name, cap) in d.capacity.into_iter().flatten() {
             let Some(v) = parse_quantity(&cap.value.0) else { continue };
             if best.as_ref().is_none_or(|(_, b)| v > *b) && !name.contains('/') {

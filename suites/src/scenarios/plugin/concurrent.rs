@@ -1,4 +1,5 @@
-//! Several claims prepared at the same time all succeed, each with its own devices.
+//! Several claims prepared at the same time all succeed, each with its own devices (CDI
+//! devices the driver defines for the whole node, before any claim, are shared by design).
 
 use super::harness::PluginNode;
 use crate::engine::Ctx;
@@ -14,7 +15,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
     }
     let answers = futures::future::join_all(claims.iter().map(|c| node.prepared(c))).await;
     let errors: Vec<String> = answers.iter().filter_map(|a| a.as_ref().err().cloned()).collect();
-    let mut ids: Vec<String> = answers.iter().flatten().flatten().flat_map(|d| d.cdi_device_ids.clone()).collect();
+    let mut ids: Vec<String> = answers.iter().flatten().flat_map(|a| node.claim_cdi_ids(a)).collect();
     let total = ids.len();
     ids.sort();
     ids.dedup();

@@ -35,6 +35,9 @@ pub struct PluginNode {
     driver: DriverInstance,
     client: kube::Client,
     ns: String,
+    /// The CDI devices the driver defined before any claim: node-wide ones (dra-example-driver's
+    /// `common` device, which every claim gets), not state of a claim.
+    node_wide_cdi: std::collections::BTreeSet<String>,
 }
 
 pub type Claim = dra_v1::Claim;
@@ -81,8 +84,11 @@ impl PluginNode {
             driver,
             client,
             ns: ctx.ns.clone(),
+            node_wide_cdi: Default::default(),
         };
         pn.wait_registered().await?;
+        let mut pn = pn;
+        pn.node_wide_cdi = pn.cdi_devices()?.into_keys().collect();
         Ok(pn)
     }
 
@@ -173,6 +179,16 @@ impl PluginNode {
     /// Every CDI device the spec files in the node's CDI dir define (`kind=name` → env).
     pub fn cdi_devices(&self) -> Result<BTreeMap<String, Vec<String>>, String> {
         cdi::load_registry(&self.cfg.cdi_dir())
+    }
+
+    /// The CDI device IDs a prepare answer gives its claim alone: all but the node-wide ones.
+    pub fn claim_cdi_ids(&self, prepared: &[dra_v1::Device]) -> Vec<String> {
+        prepared
+            .iter()
+            .flat_map(|d| d.cdi_device_ids.iter())
+            .filter(|id| !self.node_wide_cdi.contains(*id))
+            .cloned()
+            .collect()
     }
 
     /// A crash and a start on the same dirs.

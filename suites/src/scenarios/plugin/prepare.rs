@@ -33,7 +33,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
         node.evidence(),
     );
 
-    let ids: Vec<String> = got.iter().flat_map(|d| d.cdi_device_ids.clone()).collect();
+    let ids = node.claim_cdi_ids(&got);
     if let Err(e) = node.unprepared(&claim).await {
         ctx.fail(UNPREPARE, format!("unprepare failed: {e}"), node.evidence());
         return Ok(());

@@ -25,7 +25,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
     }
     // A second crash, then unprepare: only a kept checkpoint knows what to undo.
     node.restart().await?;
-    let ids: Vec<String> = before.iter().flat_map(|d| d.cdi_device_ids.clone()).collect();
+    let ids = node.claim_cdi_ids(&before);
     let undone = node.unprepared(&claim).await;
     let left: Vec<String> = node.cdi_devices()?.into_keys().filter(|k| ids.contains(k)).collect();
     ctx.check(
