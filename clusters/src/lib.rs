@@ -5,6 +5,8 @@ pub mod error;
 pub mod gobuild;
 pub mod kind;
 pub mod local;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::{ClusterError, EXIT_BAD_INPUT, EXIT_CLUSTER_DOWN};
 pub use local::{LocalCluster, LocalClusterOptions};

@@ -61,6 +61,11 @@ impl Facts<'_> {
     pub fn free_compatible_on(&self, r: usize, node: &[bool]) -> usize {
         (0..self.devices.len()).filter(|&d| node[d] && !self.in_use[d] && self.evals[r][d].compatible()).count()
     }
+
+    /// Compatible and usable from the named node, free or not.
+    pub fn compatible_on(&self, r: usize, node: &[bool]) -> usize {
+        (0..self.devices.len()).filter(|&d| node[d] && self.evals[r][d].compatible()).count()
+    }
 }
 
 pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
@@ -389,6 +394,18 @@ fn causes(
             out.push(Cause::CountAboveInventory { request: name, needed: req.count, compatible: s.compatible });
             continue;
         }
+        // Nodes the pod may use have compatible devices, but none has enough even if all were
+        // free: that is the cause, whatever else holds some of them now. (None at all is a
+        // question of reach, below.)
+        let need = needed(facts, r);
+        if let Some((node, most)) =
+            facts.reach.iter().map(|(n, v)| (n.clone(), facts.compatible_on(r, v))).max_by_key(|(_, c)| *c)
+            && most > 0
+            && most < need
+        {
+            out.push(Cause::NotEnoughOnOneNode { request: name, needed: need, most, node, in_all: true });
+            continue;
+        }
         let compatible_free =
             (0..facts.devices.len()).filter(|&d| !facts.in_use[d] && facts.evals[r][d].compatible()).count();
         if compatible_free == 0 {
@@ -423,9 +440,8 @@ fn causes(
             .map(|(n, v)| (n.clone(), facts.free_compatible_on(r, v)))
             .max_by_key(|(_, c)| *c)
             .unwrap_or_default();
-        let need = needed(facts, r);
         if most < need {
-            out.push(Cause::NotEnoughOnOneNode { request: name, needed: need, most, node: best_node });
+            out.push(Cause::NotEnoughOnOneNode { request: name, needed: need, most, node: best_node, in_all: false });
         }
     }
     if out.is_empty() {

@@ -116,8 +116,9 @@ pub enum Cause {
     CountAboveInventory { request: String, needed: usize, compatible: usize },
     /// Compatible devices exist but all are allocated.
     AllocatedElsewhere { request: String, compatible: usize, holders: Vec<String>, free_misses: Vec<SelectorMiss> },
-    /// Free compatible devices exist, but no node the pod may use has enough of them.
-    NotEnoughOnOneNode { request: String, needed: usize, most: usize, node: String },
+    /// No node the pod may use has enough compatible devices: free ones, or with `in_all`,
+    /// even counting the allocated ones.
+    NotEnoughOnOneNode { request: String, needed: usize, most: usize, node: String, in_all: bool },
     /// The free compatible devices are only in pools or on nodes that cannot be used.
     Unreachable { request: String, reasons: Vec<String> },
     /// A selector failed to compile or failed at run time on a device the scheduler tried:
@@ -153,8 +154,9 @@ impl Cause {
                     holders.join(", ")
                 )
             }
-            Cause::NotEnoughOnOneNode { request, needed, most, node } => format!(
-                "request {request}: needs {needed} device(s) on one node, but the most free compatible devices on a usable node is {most} ({node})"
+            Cause::NotEnoughOnOneNode { request, needed, most, node, in_all } => format!(
+                "request {request}: needs {needed} device(s) on one node, but the most {} compatible devices on a usable node is {most} ({node})",
+                if *in_all { "(free or allocated)" } else { "free" }
             ),
             Cause::Unreachable { request, reasons } => {
                 format!("request {request}: the free compatible devices cannot be used: {}", reasons.join("; "))

@@ -121,6 +121,23 @@ fn more_than_one_node_has_is_not_enough_on_one_node() {
 }
 
 #[test]
+fn too_few_on_any_node_wins_over_what_is_allocated_now() {
+    // Both a100 of every node are taken, but no node could give three even if free: the
+    // count is the cause, not the holders.
+    let mut state = cluster(2);
+    for (i, node) in ["node-1", "node-2"].iter().enumerate() {
+        state.claims.push(holder(&format!("holder-{i}"), node, &["gpu-0", "gpu-1"]));
+    }
+    let e = explain(&state, claim(NS, "want", "gpu", 3, &[A100]));
+    assert!(!e.fits);
+    assert!(
+        matches!(&e.causes[0], Cause::NotEnoughOnOneNode { needed: 3, most: 2, in_all: true, .. }),
+        "{:?}",
+        e.causes
+    );
+}
+
+#[test]
 fn too_much_capacity_names_the_capacity_and_the_largest_one() {
     let big = r#"device.capacity["gpu.example.com"].memory.compareTo(quantity("160Gi")) >= 0"#;
     let e = explain(&cluster(1), claim(NS, "want", "gpu", 1, &[big]));

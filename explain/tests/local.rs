@@ -7,17 +7,15 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dracheck_clusters::{LocalCluster, LocalClusterOptions};
+use dracheck_clusters::testing::{Env, Sharing, TestFn, run_with_cluster};
 use dracheck_explain::{Cause, Explanation};
 use dracheck_objects::{claim, device_class, pod};
 use dracheck_suites::adapters::{self, MOCK_DRIVER};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, PostParams};
-use libtest_mimic::{Arguments, Failed, Trial};
 
 const CLASS: &str = "mock-gpu";
 const A100: &str = r#"device.attributes["gpu.mock.dracheck.io"].model == "a100""#;
@@ -39,19 +37,6 @@ fn inventory(dir: &Path) -> PathBuf {
     std::fs::write(&path, yaml).unwrap();
     path
 }
-
-#[derive(Clone)]
-struct Env {
-    kubeconfig: PathBuf,
-}
-
-impl Env {
-    async fn client(&self) -> kube::Client {
-        dracheck_clusters::local::client_for(&self.kubeconfig, None).await.expect("a client for the local cluster")
-    }
-}
-
-type TestFn = fn(Env) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A namespace of its own for each case, deleted at the end.
 struct Case {
@@ -286,33 +271,7 @@ fn bad_input(env: Env) -> Pin<Box<dyn Future<Output = ()> + Send>> {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut args = Arguments::from_args();
-    // The cases share the cluster's devices: one at a time keeps each one's view its own.
-    args.test_threads = Some(1);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cluster = (!args.list).then(|| {
-        runtime.block_on(async {
-            let started = Instant::now();
-            let mut cluster =
-                LocalCluster::start(LocalClusterOptions::from_env()).await.expect("the local cluster starts");
-            cluster.add_nodes(2).await.expect("two emulated nodes");
-            let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
-                .expect("the mock driver builds");
-            cluster.start_driver(&adapters::mock(&bin, &inventory(dir.path()), &[])).expect("the driver starts");
-            let classes: Api<DeviceClass> = Api::all(cluster.client());
-            classes.create(&PostParams::default(), &device_class(CLASS, MOCK_DRIVER, &[])).await.unwrap();
-            let slices: Api<ResourceSlice> = Api::all(cluster.client());
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while slices.list(&Default::default()).await.map(|l| l.items.len()).unwrap_or(0) < 2 {
-                assert!(Instant::now() < deadline, "the mock driver published no slices on both nodes in 60s");
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            eprintln!("cluster with 2 nodes and the mock driver up in {:.1}s", started.elapsed().as_secs_f64());
-            cluster
-        })
-    });
-    let env = Arc::new(cluster.as_ref().map(|c| Env { kubeconfig: c.kubeconfig().to_path_buf() }));
     let tests: Vec<(&str, TestFn)> = vec![
         ("classic_other_model_free", classic),
         ("count_above_inventory", count_above_inventory),
@@ -321,20 +280,21 @@ fn main() -> std::process::ExitCode {
         ("unknown_device_class", unknown_class),
         ("bad_input", bad_input),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test)| {
-            let env = env.clone();
-            Trial::test(name, move || {
-                let env = Env::clone(env.as_ref().as_ref().expect("a cluster when tests run"));
-                let rt = tokio::runtime::Runtime::new().map_err(|e| Failed::from(e.to_string()))?;
-                rt.block_on(test(env));
-                Ok(())
-            })
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(cluster);
-    drop(runtime);
-    if conclusion.has_failed() { std::process::ExitCode::FAILURE } else { std::process::ExitCode::SUCCESS }
+    // The cases share the cluster's devices: one at a time keeps each one's view its own.
+    run_with_cluster(tests, Sharing::Serial, async |cluster| {
+        let started = Instant::now();
+        cluster.add_nodes(2).await.expect("two emulated nodes");
+        let bin =
+            adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock driver builds");
+        cluster.start_driver(&adapters::mock(&bin, &inventory(dir.path()), &[])).expect("the driver starts");
+        let classes: Api<DeviceClass> = Api::all(cluster.client());
+        classes.create(&PostParams::default(), &device_class(CLASS, MOCK_DRIVER, &[])).await.unwrap();
+        let slices: Api<ResourceSlice> = Api::all(cluster.client());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while slices.list(&Default::default()).await.map(|l| l.items.len()).unwrap_or(0) < 2 {
+            assert!(Instant::now() < deadline, "the mock driver published no slices on both nodes in 60s");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        eprintln!("cluster with 2 nodes and the mock driver up in {:.1}s", started.elapsed().as_secs_f64());
+    })
 }

@@ -113,7 +113,7 @@ th { background: #f3f5f7; font-weight: 600; }
 table.facts th { width: 10rem; }
 table.results td { max-width: 60rem; overflow-wrap: anywhere; }
 td.time { white-space: nowrap; color: #57606a; font-size: .9em; }
-td.id code { font-weight: 600; }
+table.results td.id { white-space: nowrap; overflow-wrap: normal; } td.id code { font-weight: 600; }
 small { color: #57606a; }
 .v { display: inline-block; min-width: 3.2em; text-align: center; padding: .05rem .4rem; border-radius: .3rem; font-weight: 600; font-size: .85em; text-decoration: none; }
 .v.pass { background: #dafbe1; color: #116329; } .v.fail { background: #ffebe9; color: #a40e26; } .v.skip { background: #eef1f4; color: #57606a; }

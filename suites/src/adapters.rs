@@ -10,8 +10,8 @@ use k8s_openapi::api::resource::v1::{Device, DeviceClass};
 /// The devices a driver should publish for a node.
 pub type Oracle = Arc<dyn Fn(&str) -> Result<Vec<Device>, String> + Send + Sync>;
 
-/// Whether a workload's log shows that its container sees exactly `devices` (names).
-pub type SeesDevices = fn(log: &str, devices: &[String]) -> Result<(), String>;
+/// The device names a workload's log shows its container sees.
+pub type SeenDevices = fn(log: &str) -> Vec<String>;
 
 /// What the suite knows about a driver beyond how to start it.
 #[derive(Clone)]
@@ -29,7 +29,7 @@ pub struct Adapter {
     pub canonical: fn(Device) -> Device,
     /// How a workload's log shows what it sees; `None` where the driver's container edits are
     /// unknown.
-    pub sees_devices: Option<SeesDevices>,
+    pub seen_devices: Option<SeenDevices>,
     /// The DeviceClasses the driver's installation creates (its chart's), which the local
     /// cluster installs with the driver.
     pub device_classes: Vec<DeviceClass>,
@@ -49,7 +49,7 @@ pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Resu
         version: stated_version(program, faults)?,
         oracle: Some(oracle),
         canonical: |d| d,
-        sees_devices: Some(mock_sees_devices),
+        seen_devices: Some(mock_seen_devices),
         device_classes: Vec::new(),
     })
 }
@@ -64,7 +64,7 @@ pub fn example_adapter(program: &Path, devices: u32) -> Adapter {
         version: example::RELEASE.trim_start_matches('v').to_string(),
         oracle: Some(Arc::new(move |_node: &str| Ok(example::published_devices(devices)))),
         canonical: example::canonical,
-        sees_devices: Some(example::sees_devices),
+        seen_devices: Some(example::seen_devices),
         device_classes: vec![example::device_class()],
     }
 }
@@ -94,7 +94,7 @@ pub fn binary_adapter(
         version: version.unwrap_or(UNKNOWN_VERSION).to_string(),
         oracle: None,
         canonical: |d| d,
-        sees_devices: None,
+        seen_devices: None,
         device_classes: Vec::new(),
     })
 }
@@ -120,15 +120,19 @@ fn stated_version(program: &Path, faults: &[String]) -> Result<String, String> {
         .ok_or_else(|| format!("`{shown}` printed no version"))
 }
 
-fn mock_sees_devices(log: &str, devices: &[String]) -> Result<(), String> {
-    let mut seen: Vec<String> = log
-        .lines()
+/// The mock's CDI edits set `DRACHECK_MOCK_DEVICE_<n>=<device>` per prepared device.
+fn mock_seen_devices(log: &str) -> Vec<String> {
+    log.lines()
         .filter(|l| l.starts_with("DRACHECK_MOCK_DEVICE_"))
         .filter_map(|l| l.split_once('=').map(|(_, v)| v.trim().to_string()))
-        .collect();
+        .collect()
+}
+
+/// Whether `seen` holds exactly the `allocated` devices.
+pub fn sees_exactly(mut seen: Vec<String>, allocated: &[String]) -> Result<(), String> {
     seen.sort();
     seen.dedup();
-    let mut want = devices.to_vec();
+    let mut want = allocated.to_vec();
     want.sort();
     if seen == want { Ok(()) } else { Err(format!("the container sees {seen:?}, but {want:?} were allocated")) }
 }

@@ -1,7 +1,7 @@
 //! `cargo xtask explain NAMESPACE/NAME`: why a pod's claims (or one ResourceClaim) are not
 //! allocated, from what the cluster's API shows.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -53,7 +53,7 @@ async fn explain(args: &ExplainArgs) -> Result<u8, (u8, String)> {
             ),
         ));
     };
-    let client = client(args).await?;
+    let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let explanation = dracheck_explain::explain(&client, namespace, name).await.map_err(|e| {
         let code = match e {
             dracheck_explain::Error::BadInput(_) => exit::BAD_INPUT,
@@ -68,10 +68,11 @@ async fn explain(args: &ExplainArgs) -> Result<u8, (u8, String)> {
     Ok(if explanation.fits { exit::OK } else { exit::FAILED })
 }
 
-async fn client(args: &ExplainArgs) -> Result<kube::Client, (u8, String)> {
-    let path = args
-        .kubeconfig
-        .clone()
+/// A client for the cluster of `kubeconfig` (default: $KUBECONFIG, ~/.kube/config) and
+/// `context`; a failure is its exit code and a message naming the fix.
+pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Client, (u8, String)> {
+    let path = kubeconfig
+        .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
         .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
@@ -81,7 +82,7 @@ async fn client(args: &ExplainArgs) -> Result<kube::Client, (u8, String)> {
             format!("cannot read the kubeconfig {} ({e}); pass --kubeconfig with a readable file", path.display()),
         )
     })?;
-    let opts = KubeConfigOptions { context: args.context.clone(), ..KubeConfigOptions::default() };
+    let opts = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
     let mut config = kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| {
         (
             exit::BAD_INPUT,

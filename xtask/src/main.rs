@@ -6,6 +6,7 @@ mod conformance;
 mod drivers;
 mod exit;
 mod explain;
+mod inventory;
 mod nodes;
 mod report;
 
@@ -43,6 +44,9 @@ enum Command {
     /// Why is this pod's claim (or this ResourceClaim) pending although devices are free? The
     /// request against every device the cluster publishes, as the scheduler evaluates it.
     Explain(explain::ExplainArgs),
+    /// What NVML says this host's GPUs are, next to what the NVIDIA driver published for its
+    /// node, and where they disagree (exit 1).
+    Inventory(inventory::InventoryArgs),
     /// Build (or check) the control-plane binaries, then run the workspace's tests.
     Test(TestArgs),
 }
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
             Command::Matrix(args) => report::matrix(args),
             Command::Compare(args) => report::compare(args),
             Command::Explain(args) => explain::run(args).await,
+            Command::Inventory(args) => inventory::run(args).await,
         }
     });
     ExitCode::from(code)

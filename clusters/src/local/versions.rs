@@ -21,14 +21,25 @@ pub struct Release {
 }
 
 /// Newest first; the first one is the default.
-pub const RELEASES: &[Release] = &[Release {
-    version: "v1.37.2",
-    etcd_version: "v3.7.0",
-    go_mod: include_str!("../../recipes/v1.37.2/go.mod"),
-    go_sum: include_str!("../../recipes/v1.37.2/go.sum"),
-    min_go: "1.26.0",
-    resource_api_versions: &["v1", "v1beta2", "v1beta1", "v1alpha3"],
-}];
+pub const RELEASES: &[Release] = &[
+    Release {
+        version: "v1.37.2",
+        etcd_version: "v3.7.0",
+        go_mod: include_str!("../../recipes/v1.37.2/go.mod"),
+        go_sum: include_str!("../../recipes/v1.37.2/go.sum"),
+        min_go: "1.26.0",
+        resource_api_versions: &["v1", "v1beta2", "v1beta1", "v1alpha3"],
+    },
+    // The previous minor, for compatibility records across Kubernetes versions.
+    Release {
+        version: "v1.36.3",
+        etcd_version: "v3.6.8",
+        go_mod: include_str!("../../recipes/v1.36.3/go.mod"),
+        go_sum: include_str!("../../recipes/v1.36.3/go.sum"),
+        min_go: "1.26.0",
+        resource_api_versions: &["v1", "v1beta2", "v1beta1", "v1alpha3"],
+    },
+];
 
 pub fn default_release() -> &'static Release {
     &RELEASES[0]
@@ -89,6 +100,7 @@ mod tests {
         assert_eq!(find_release("v1.37.2").unwrap().version, "v1.37.2");
         assert_eq!(find_release("1.37.2").unwrap().version, "v1.37.2");
         assert_eq!(find_release("1.37").unwrap().version, "v1.37.2");
+        assert_eq!(find_release("1.36").unwrap().version, "v1.36.3");
         assert!(find_release("1.3").is_err(), "a prefix of a minor must not match");
         let err = find_release("1.99.0").unwrap_err();
         assert!(err.to_string().contains("Known versions: v1.37.2"), "{err}");

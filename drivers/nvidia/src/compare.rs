@@ -120,6 +120,15 @@ pub fn quantity_bytes(q: &str) -> Option<u64> {
 }
 
 /// Versions are published semver-normalised (`12.4` → `12.4.0`): compare on that form.
+/// `12.4` → `12.4.0`: DRA version attributes are semantic versions of three parts.
+fn semver(v: &str) -> String {
+    let mut parts: Vec<&str> = v.trim().split('.').collect();
+    while parts.len() < 3 {
+        parts.push("0");
+    }
+    parts.join(".")
+}
+
 fn same_version(published: &str, nvml: &str) -> bool {
     let norm = |v: &str| {
         let mut parts: Vec<&str> = v.trim().split('.').collect();
@@ -198,7 +207,7 @@ pub fn expected_devices(nvml: &Recording) -> Vec<Device> {
     use k8s_openapi::api::resource::v1::DeviceCapacity;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     let s = |v: &str| DeviceAttribute { string: Some(v.into()), ..Default::default() };
-    let ver = |v: &str| DeviceAttribute { version: Some(v.into()), ..Default::default() };
+    let ver = |v: &str| DeviceAttribute { version: Some(semver(v)), ..Default::default() };
     nvml.gpus
         .iter()
         .filter(|g| g.mig_enabled != Some(true))
@@ -210,6 +219,7 @@ pub fn expected_devices(nvml: &Recording) -> Vec<Device> {
                 ("productName".into(), s(&g.product_name)),
                 ("driverVersion".into(), ver(&nvml.driver_version)),
                 ("cudaDriverVersion".into(), ver(&nvml.cuda_version())),
+                ("cudaComputeCapability".into(), ver(&g.cuda_compute_capability)),
             ])),
             capacity: Some(BTreeMap::from([(
                 "memory".into(),

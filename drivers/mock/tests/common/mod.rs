@@ -6,17 +6,14 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
 use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo};
 use dracheck_kubelet_api::{connect_unix, dra_v1};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use libtest_mimic::{Arguments, Failed, Trial};
 use tonic::transport::Channel;
 
 pub const DRIVER: &str = "gpu.mock.dracheck.io";
@@ -26,46 +23,11 @@ pub fn default_inventory() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/default.yaml")
 }
 
-/// What every test gets: the cluster's kubeconfig, and a client made on the test's own
-/// runtime (a client is bound to the runtime that made it).
-#[derive(Clone)]
-pub struct Env {
-    pub kubeconfig: PathBuf,
-}
+pub use dracheck_clusters::testing::{Env, TestFn};
 
-impl Env {
-    pub async fn client(&self) -> kube::Client {
-        dracheck_clusters::local::client_for(&self.kubeconfig, None).await.expect("a client for the local cluster")
-    }
-}
-
-pub type TestFn = fn(Env) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// Runs `tests` as named tests against one local cluster, started in the main thread so that
-/// it lives (and dies, with the kernel's parent-death signal) with the test process.
+/// Runs `tests` as named tests against one local cluster (API objects only: no nodes).
 pub fn run_with_cluster(tests: Vec<(&'static str, TestFn)>) -> std::process::ExitCode {
-    let args = Arguments::from_args();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let cluster = (!args.list).then(|| {
-        runtime.block_on(LocalCluster::start(LocalClusterOptions::from_env())).expect("the local cluster starts")
-    });
-    let env = Arc::new(cluster.as_ref().map(|c| Env { kubeconfig: c.kubeconfig().to_path_buf() }));
-    let trials = tests
-        .into_iter()
-        .map(|(name, test)| {
-            let env = env.clone();
-            Trial::test(name, move || {
-                let env = Env::clone(env.as_ref().as_ref().expect("a cluster when tests run"));
-                let rt = tokio::runtime::Runtime::new().map_err(|e| Failed::from(e.to_string()))?;
-                rt.block_on(test(env));
-                Ok(())
-            })
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(cluster);
-    drop(runtime);
-    if conclusion.has_failed() { std::process::ExitCode::FAILURE } else { std::process::ExitCode::SUCCESS }
+    dracheck_clusters::testing::run_with_cluster(tests, dracheck_clusters::testing::Sharing::Parallel, async |_| {})
 }
 
 /// Registers a Ready Node, as a kubelet would; returns its UID.

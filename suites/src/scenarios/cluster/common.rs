@@ -40,7 +40,8 @@ pub async fn log(ctx: &Ctx<'_>, pod: &str) -> String {
 /// Whether the workload `pod` sees exactly `devices`, by the driver adapter's reading of its
 /// log. `Ok(None)`: the suite knows no way to check it for this driver.
 pub async fn sees(ctx: &Ctx<'_>, pod: &str, devices: &[String]) -> Result<Option<String>, String> {
-    let Some(check) = ctx.target.plugin.as_ref().and_then(|a| a.adapter.sees_devices) else { return Ok(None) };
+    let Some(seen) = ctx.target.plugin.as_ref().and_then(|a| a.adapter.seen_devices) else { return Ok(None) };
+    let check = |log: &str, devices: &[String]| crate::adapters::sees_exactly(seen(log), devices);
     // The log fills as the container starts; give it a few seconds.
     let last = ctx.wait_until(Duration::from_secs(15), || log(ctx, pod), |l| check(l, devices).is_ok()).await;
     match last {
