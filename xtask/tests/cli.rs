@@ -342,3 +342,51 @@ fn kind_config_is_dra_ready() {
     let bad = xtask(&["cluster", "kind-config", "--k8s-version", "1.99"], &[]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
+
+/// `--driver-bin` runs any plugin binary with the command line its `--driver-arg`s give, here
+/// the mock's own flags: the plugin tier works without an oracle, which it says.
+#[test]
+fn a_driver_binary_runs_with_its_own_command_line() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_xtask")).with_file_name("dracheck-mock-driver");
+    assert!(bin.is_file(), "the mock driver is built next to xtask: {}", bin.display());
+    let inventory = concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/mock/inventory/default.yaml");
+    let profile = concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/mock/standard-inference.yaml");
+    let inventory_arg = format!("--driver-arg=--inventory={inventory}");
+    let out = xtask(
+        &[
+            "conformance",
+            "--driver-bin",
+            bin.to_str().unwrap(),
+            "--driver-name",
+            "gpu.mock.dracheck.io",
+            "--driver-arg=--driver-name=gpu.mock.dracheck.io",
+            "--driver-arg=--node-name={node}",
+            "--driver-arg=--kubeconfig={kubeconfig}",
+            &inventory_arg,
+            "--driver-arg=--registrar-dir={registrar-dir}",
+            "--driver-arg=--plugin-dir={plugin-dir}",
+            "--driver-arg=--cdi-dir={cdi-dir}",
+            "--profile",
+            profile,
+            "--only",
+            "plugin.slices.*",
+            "--only",
+            "plugin.prepare.allocated-claim",
+            "--only",
+            "versions.driver",
+            "--nodes",
+            "1",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("PASS  driver               plugin.prepare.allocated-claim"), "{stdout}");
+    assert!(stdout.contains("PASS  driver               plugin.slices.owned-by-node"), "{stdout}");
+    assert!(stdout.contains("skip  driver               plugin.slices.match-inventory"), "{stdout}");
+    assert!(stdout.contains("no inventory oracle"), "{stdout}");
+    assert!(stdout.contains("--driver-version"), "versions.driver is skipped without a version: {stdout}");
+}
