@@ -400,11 +400,18 @@ impl LocalCluster {
 
     /// Node removal: its drivers and containers stop and its Node object is deleted.
     pub async fn remove_node(&mut self, name: &str) -> Result<()> {
-        self.drivers.retain(|d| d.node != name);
-        if let Some(i) = self.nodes.iter().position(|n| n.name() == name) {
-            self.nodes.remove(i).remove().await?;
+        // The machine goes away: its kubelet stops first, so it observes nothing of its
+        // plugins' end, and its drivers die without a shutdown path.
+        let node = self.nodes.iter().position(|n| n.name() == name).map(|i| self.nodes.remove(i));
+        let result = match node {
+            Some(n) => n.remove().await,
+            None => Ok(()),
+        };
+        for d in self.drivers.iter_mut().filter(|d| d.node == name) {
+            d.kill();
         }
-        Ok(())
+        self.drivers.retain(|d| d.node != name);
+        result
     }
 
     /// Starts `spec` on every emulated node.

@@ -64,16 +64,20 @@ pub async fn wipe_slices(client: &kube::Client, node: &str, driver: Option<&str>
     slices.delete_collection(&DeleteParams::default(), &ListParams::default().fields(&selector)).await.map(|_| ())
 }
 
-/// Watches the registry dir until `stop`.
+/// Watches the registry dir until `stop`. Wipes still pending then are dropped: they are
+/// timers of this kubelet, and a stopped kubelet (a removed or restarting node) wipes nothing.
 pub async fn watch(client: kube::Client, cfg: NodeConfig, registry: Arc<Registry>, log: Log, stop: CancellationToken) {
     let mut tick = 0u64;
     loop {
         scan(&client, &cfg, &registry, &log, tick.is_multiple_of(4)).await;
         tick += 1;
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => break,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
+    }
+    for (_, pending) in registry.wipes.lock().unwrap().drain() {
+        pending.abort();
     }
 }
 
