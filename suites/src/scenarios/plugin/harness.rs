@@ -76,7 +76,7 @@ impl PluginNode {
         cfg.create_dirs().map_err(|e| format!("creating {}: {e}", cfg.root.display()))?;
         let driver = DriverInstance::start(&access.adapter.spec, &cfg, &access.kubeconfig, Lifetime::Attached)
             .map_err(|e| e.to_string())?;
-        let pn = PluginNode {
+        let mut pn = PluginNode {
             name,
             uid: created.metadata.uid.unwrap_or_default(),
             cfg,
@@ -87,7 +87,6 @@ impl PluginNode {
             node_wide_cdi: Default::default(),
         };
         pn.wait_registered().await?;
-        let mut pn = pn;
         pn.node_wide_cdi = pn.cdi_devices()?.into_keys().collect();
         Ok(pn)
     }
