@@ -67,6 +67,11 @@ impl PodBuilder {
         self
     }
 
+    pub fn image(mut self, image: &str) -> Self {
+        self.spec().containers[0].image = Some(image.into());
+        self
+    }
+
     pub fn command(mut self, script: &str) -> Self {
         self.spec().containers[0].command = Some(vec!["sh".into(), "-c".into(), script.into()]);
         self

@@ -10,15 +10,63 @@ use k8s_openapi::api::resource::v1::{Device, DeviceClass};
 /// The devices a driver should publish for a node.
 pub type Oracle = Arc<dyn Fn(&str) -> Result<Vec<Device>, String> + Send + Sync>;
 
-/// The device names a workload's log shows its container sees.
+/// What a workload's log shows its container sees: device names or, per [`DeviceKey`], another
+/// value of each device.
 pub type SeenDevices = fn(log: &str) -> Vec<String>;
+
+/// How a device is named in what a workload shows: by its device name, or by one of its
+/// attributes (the NVIDIA driver's `uuid`, which `nvidia-smi -L` lists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKey {
+    Name,
+    Attribute(&'static str),
+}
+
+/// How the suite's workloads look into their containers.
+#[derive(Clone)]
+pub struct Workload {
+    /// The container image; the local cluster's emulated nodes run the command on the host and
+    /// ignore it.
+    pub image: String,
+    /// A shell command that prints what the container sees (the workload then stays up).
+    pub show: String,
+    /// How its output reads; `None` where the driver's container edits are unknown.
+    pub seen: Option<SeenDevices>,
+    pub key: DeviceKey,
+}
+
+/// The image of workloads on the local cluster, where it only labels the container.
+pub const HOST_IMAGE: &str = "dracheck.io/workload:host";
+
+impl Workload {
+    /// A workload that shows its environment, where CDI env edits name the devices.
+    pub fn env(seen: Option<SeenDevices>) -> Workload {
+        Workload { image: HOST_IMAGE.into(), show: "env | sort".into(), seen, key: DeviceKey::Name }
+    }
+
+    /// The command of a workload that shows what it sees and stays up.
+    pub fn show_and_wait(&self) -> String {
+        format!("{}; sleep 3600", self.show)
+    }
+}
+
+/// For a driver installed in the cluster, which the suite cannot start itself: whether what it
+/// published (devices per node) matches what the machine running the suite sees of its own
+/// hardware. `Ok(Ok(summary))`: it does; `Ok(Err(differences))`: it does not; `Err(reason)`:
+/// the check cannot be made here.
+pub type HostInventory =
+    Arc<dyn Fn(&std::collections::BTreeMap<String, Vec<Device>>) -> Result<Result<String, String>, String> + Send + Sync>;
 
 /// What the suite knows about a driver beyond how to start it.
 #[derive(Clone)]
 pub struct Adapter {
     /// The `--driver` name, e.g. `mock`.
     pub short: &'static str,
-    pub spec: DriverSpec,
+    /// The DRA driver name, e.g. `gpu.mock.dracheck.io`.
+    pub name: String,
+    /// How to start the driver's kubelet plugin on a node; `None` for a driver that only runs
+    /// installed in a cluster (its DaemonSet), which the plugin tier then skips.
+    pub spec: Option<DriverSpec>,
     pub version: String,
     /// The inventory oracle: the devices the driver should publish for a node; `None` for a
     /// driver the suite knows nothing about (`--driver-bin`), whose published devices are
@@ -27,12 +75,30 @@ pub struct Adapter {
     /// A published device as the oracle states it, for values the driver draws at random
     /// (e.g. UUIDs) that the oracle can only give the form of.
     pub canonical: fn(Device) -> Device,
-    /// How a workload's log shows what it sees; `None` where the driver's container edits are
-    /// unknown.
-    pub seen_devices: Option<SeenDevices>,
+    pub workload: Workload,
     /// The DeviceClasses the driver's installation creates (its chart's), which the local
     /// cluster installs with the driver.
     pub device_classes: Vec<DeviceClass>,
+    /// The inventory check of an installed driver (see [`HostInventory`]).
+    pub host_inventory: Option<HostInventory>,
+}
+
+impl Adapter {
+    /// An adapter for the driver `spec` starts; the rest as for a driver the suite knows
+    /// nothing about, to be filled in.
+    fn runnable(short: &'static str, spec: DriverSpec, version: String) -> Adapter {
+        Adapter {
+            short,
+            name: spec.name.clone(),
+            spec: Some(spec),
+            version,
+            oracle: None,
+            canonical: |d| d,
+            workload: Workload::env(None),
+            device_classes: Vec::new(),
+            host_inventory: None,
+        }
+    }
 }
 
 /// The mock driver as the suite runs it: its spec, its inventory as the oracle, and its CDI
@@ -44,13 +110,9 @@ pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Resu
         Ok(dracheck_mock_driver::slices::published_devices(devices, &Default::default()))
     });
     Ok(Adapter {
-        short: "mock",
-        spec: mock(program, inventory, faults),
-        version: stated_version(program, faults)?,
         oracle: Some(oracle),
-        canonical: |d| d,
-        seen_devices: Some(mock_seen_devices),
-        device_classes: Vec::new(),
+        workload: Workload::env(Some(mock_seen_devices)),
+        ..Adapter::runnable("mock", mock(program, inventory, faults), stated_version(program, faults)?)
     })
 }
 
@@ -59,18 +121,67 @@ pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Resu
 pub fn example_adapter(program: &Path, devices: u32) -> Adapter {
     use dracheck_example_driver as example;
     Adapter {
-        short: "example",
-        spec: example::spec(program, devices),
-        version: example::RELEASE.trim_start_matches('v').to_string(),
         oracle: Some(Arc::new(move |_node: &str| Ok(example::published_devices(devices)))),
         canonical: example::canonical,
-        seen_devices: Some(example::seen_devices),
+        workload: Workload::env(Some(example::seen_devices)),
         device_classes: vec![example::device_class()],
+        ..Adapter::runnable("example", example::spec(program, devices), example::RELEASE.trim_start_matches('v').into())
     }
 }
 
-/// What a driver's version is when nobody states it (`--driver-bin` without
-/// `--driver-version`); `versions.driver` is then skipped.
+/// The NVIDIA DRA driver as installed in a cluster (its chart or a pre-installed driver): the
+/// suite cannot start its kubelet plugin (it needs the GPUs and the container toolkit of a
+/// real node), so the plugin tier is skipped; its inventory is checked against NVML for the
+/// node that is this machine, and workloads run `nvidia-smi -L`, which must list exactly the
+/// UUIDs of the allocated GPUs.
+#[derive(Clone, Debug)]
+pub struct NvidiaOptions {
+    pub host: dracheck_nvidia::host::HostView,
+    /// The workloads' image; the chart's CDI spec mounts `nvidia-smi` into it.
+    pub image: String,
+    /// The command that lists the container's GPUs.
+    pub smi: String,
+    /// The installed driver's version, where known.
+    pub version: Option<String>,
+}
+
+/// The image the NVIDIA driver's own examples run `nvidia-smi -L` in.
+pub const NVIDIA_WORKLOAD_IMAGE: &str = "ubuntu:24.04";
+
+impl Default for NvidiaOptions {
+    fn default() -> Self {
+        NvidiaOptions {
+            host: Default::default(),
+            image: NVIDIA_WORKLOAD_IMAGE.into(),
+            smi: "nvidia-smi".into(),
+            version: None,
+        }
+    }
+}
+
+pub fn nvidia_adapter(opts: NvidiaOptions) -> Adapter {
+    use dracheck_nvidia as nvidia;
+    let host = opts.host;
+    Adapter {
+        short: "nvidia",
+        name: nvidia::DRIVER.into(),
+        spec: None,
+        version: opts.version.unwrap_or_else(|| UNKNOWN_VERSION.into()),
+        oracle: None,
+        canonical: |d| d,
+        workload: Workload {
+            image: opts.image,
+            show: format!("{} -L", opts.smi),
+            seen: Some(nvidia::smi::uuids),
+            key: DeviceKey::Attribute("uuid"),
+        },
+        device_classes: nvidia::device_classes(),
+        host_inventory: Some(Arc::new(move |published| host.check(published))),
+    }
+}
+
+/// What a driver's version is when nobody states it (`--driver-bin` or `--driver nvidia`
+/// without `--driver-version`); `versions.driver` is then skipped.
 pub const UNKNOWN_VERSION: &str = "unknown";
 
 /// Any kubelet-plugin binary (`--driver-bin`): `args` is its command line on a node with
@@ -88,15 +199,8 @@ pub fn binary_adapter(
     } else {
         args.to_vec()
     };
-    Ok(Adapter {
-        short: "custom",
-        spec: DriverSpec::from_template(driver_name, program, &args)?,
-        version: version.unwrap_or(UNKNOWN_VERSION).to_string(),
-        oracle: None,
-        canonical: |d| d,
-        seen_devices: None,
-        device_classes: Vec::new(),
-    })
+    let spec = DriverSpec::from_template(driver_name, program, &args)?;
+    Ok(Adapter::runnable("custom", spec, version.unwrap_or(UNKNOWN_VERSION).to_string()))
 }
 
 /// The version the driver binary states (`<program> --version`, given the run's faults, which

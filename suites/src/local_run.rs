@@ -93,14 +93,15 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         nodes: cluster.nodes().len(),
     };
     let driver = driver_facts(&cfg.adapter);
-    let access = PluginAccess {
-        adapter: cfg.adapter.clone(),
+    let access = cfg.adapter.spec.clone().map(|spec| PluginAccess {
+        spec,
         kubeconfig: cluster.kubeconfig().to_path_buf(),
         // Short: the plugin tier's socket paths live under it.
         work_dir: cluster.state_dir().join("p"),
-    };
+    });
     let nodes = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
-    let target = Target::new(cluster.client(), facts.clone(), driver.clone(), nodes, Some(cluster), Some(access));
+    let target =
+        Target::new(cluster.client(), cfg.adapter, facts.clone(), driver.clone(), nodes, Some(cluster), access);
     let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
     let say = |l: &str| progress.line(l);
     let outcome = engine::run(&target, &plan, &say).await;
@@ -175,9 +176,9 @@ fn plan(
 
 fn driver_facts(adapter: &Adapter) -> DriverFacts {
     DriverFacts {
-        name: adapter.spec.name.clone(),
+        name: adapter.name.clone(),
         version: adapter.version.clone(),
-        artifact: adapter.spec.program.display().to_string(),
+        artifact: adapter.spec.as_ref().map_or_else(|| "installed in the cluster".into(), |s| s.program.display().to_string()),
     }
 }
 
@@ -230,17 +231,17 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
     let driver = driver_facts(&cfg.adapter);
     let work =
         tempfile::Builder::new().prefix("dracheck-p").tempdir().map_err(|e| unreachable(format!("a temp dir: {e}")))?;
-    let access = PluginAccess {
-        adapter: cfg.adapter.clone(),
+    let access = cfg.adapter.spec.clone().map(|spec| PluginAccess {
+        spec,
         kubeconfig: cfg.kubeconfig.clone(),
         work_dir: work.path().to_path_buf(),
-    };
-    let mut target = Target::new(client, facts, driver, Vec::new(), None, Some(access));
+    });
+    let name = cfg.adapter.name.clone();
+    let mut target = Target::new(client, cfg.adapter, facts, driver, Vec::new(), None, access);
     target.nodes = target.live_nodes().await;
     if target.nodes.is_empty() {
         return Err(unreachable(format!(
-            "the driver {} publishes no ResourceSlices on this cluster; install it first (the mock: `cargo xtask cluster up --nodes N --driver mock`)",
-            cfg.adapter.spec.name
+            "the driver {name} publishes no ResourceSlices on this cluster; install it first (the mock: `cargo xtask cluster up --nodes N --driver mock`; a chart: --install helm)"
         )));
     }
     target.cluster.nodes = target.nodes.len();
@@ -254,7 +255,15 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
 /// The local cluster with `nodes` emulated nodes, the driver on each and its DeviceClasses,
 /// ready once every node's slices are published.
 async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) -> Result<LocalCluster, NotUp> {
-    let spec = &adapter.spec;
+    let spec = adapter.spec.as_ref().ok_or_else(|| NotUp {
+        exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+        message: format!(
+            "the driver {} runs only installed in a real cluster (its kubelet plugin needs the node's devices), not on \
+             the local cluster's emulated nodes; install it there (--install helm, or a pre-installed driver) and run \
+             with --cluster kubeconfig",
+            adapter.name
+        ),
+    })?;
     let mut cluster = LocalCluster::start(opts).await?;
     cluster.add_nodes(nodes).await?;
     install_classes(&cluster.client(), adapter).await.map_err(unreachable)?;
@@ -300,7 +309,7 @@ pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result
         let name = class.metadata.name.clone().unwrap_or_default();
         api.create(&kube::api::PostParams::default(), class)
             .await
-            .map_err(|e| format!("installing the DeviceClass {name} of the driver {}: {e}", adapter.spec.name))?;
+            .map_err(|e| format!("installing the DeviceClass {name} of the driver {}: {e}", adapter.name))?;
     }
     Ok(())
 }

@@ -11,12 +11,14 @@ use dracheck_suites::adapters::{self, Adapter};
 use crate::exit;
 
 /// The names `--driver` takes.
-pub const KNOWN: &str = "`mock` (dracheck's own kubelet plugin) and `example` (kubernetes-sigs/dra-example-driver)";
+pub const KNOWN: &str = "`mock` (dracheck's own kubelet plugin), `example` (kubernetes-sigs/dra-example-driver) and \
+                         `nvidia` (the NVIDIA DRA driver installed in a cluster)";
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct DriverArgs {
-    /// The driver: `mock` (dracheck's own kubelet plugin) or `example`
-    /// (kubernetes-sigs/dra-example-driver, built from its Go module on first use).
+    /// The driver: `mock` (dracheck's own kubelet plugin), `example`
+    /// (kubernetes-sigs/dra-example-driver, built from its Go module on first use) or `nvidia`
+    /// (gpu.nvidia.com, installed in the cluster of `--cluster kubeconfig`).
     #[arg(long, conflicts_with = "driver_bin")]
     pub driver: Option<String>,
     /// The mock driver's inventory (default: drivers/mock/inventory/default.yaml).
@@ -36,9 +38,21 @@ pub struct DriverArgs {
     /// in per node. Default: the upstream kubeletplugin helper's flags (see README).
     #[arg(long = "driver-arg", value_name = "ARG", allow_hyphen_values = true, requires = "driver_bin")]
     pub driver_args: Vec<String>,
-    /// The version of the `--driver-bin` plugin, for the profiles' driver version check.
-    #[arg(long, value_name = "VERSION", requires = "driver_bin")]
+    /// The version of the `--driver-bin` plugin or of the installed `nvidia` driver, for the
+    /// profiles' driver version check.
+    #[arg(long, value_name = "VERSION")]
     pub driver_version: Option<String>,
+    /// `nvidia`: compare the published GPUs with this NVML recording (`cargo xtask inventory
+    /// --driver nvidia --record FILE`) instead of this machine's NVML.
+    #[arg(long, value_name = "FILE")]
+    pub nvml_recording: Option<PathBuf>,
+    /// `nvidia`: the node whose GPUs NVML (or --nvml-recording) describes (default: this
+    /// machine's host name).
+    #[arg(long, value_name = "NODE")]
+    pub nvml_node: Option<String>,
+    /// `nvidia`: the image of the workloads that run `nvidia-smi -L`.
+    #[arg(long, value_name = "IMAGE", default_value = adapters::NVIDIA_WORKLOAD_IMAGE)]
+    pub workload_image: String,
 }
 
 impl DriverArgs {
@@ -55,6 +69,11 @@ impl DriverArgs {
         flag("driver-bin", self.driver_bin.as_ref().map(|p| p.display().to_string()));
         flag("driver-name", self.driver_name.clone());
         flag("driver-version", self.driver_version.clone());
+        flag("nvml-recording", self.nvml_recording.as_ref().map(|p| p.display().to_string()));
+        flag("nvml-node", self.nvml_node.clone());
+        if self.workload_image != adapters::NVIDIA_WORKLOAD_IMAGE {
+            flag("workload-image", Some(self.workload_image.clone()));
+        }
         out.extend(self.faults.iter().map(|f| format!("--fault={f}")));
         out.extend(self.driver_args.iter().map(|a| format!("--driver-arg={a}")));
         out
@@ -68,6 +87,28 @@ impl DriverArgs {
     /// none. A failure is the message and its exit code, before anything was started.
     pub async fn adapter(&self, default: Option<&str>, progress: &Progress) -> Result<Option<Adapter>, (u8, String)> {
         let driver = self.driver.as_deref().or(if self.driver_bin.is_some() { None } else { default });
+        if driver != Some("nvidia") {
+            let nvidia_only = |flag: &str| {
+                (exit::BAD_INPUT, format!("{flag} is a switch of the nvidia driver; drop it, or pass --driver nvidia"))
+            };
+            if self.nvml_recording.is_some() {
+                return Err(nvidia_only("--nvml-recording"));
+            }
+            if self.nvml_node.is_some() {
+                return Err(nvidia_only("--nvml-node"));
+            }
+            if self.workload_image != adapters::NVIDIA_WORKLOAD_IMAGE {
+                return Err(nvidia_only("--workload-image"));
+            }
+            if self.driver_version.is_some() && self.driver_bin.is_none() {
+                return Err((
+                    exit::BAD_INPUT,
+                    "--driver-version states the version of a --driver-bin plugin or of the installed nvidia driver; \
+                     the others state their own: drop it"
+                        .into(),
+                ));
+            }
+        }
         if driver != Some("mock") {
             let mock_only = |flag: &str| {
                 (exit::BAD_INPUT, format!("{flag} is a switch of the mock driver; drop it, or pass --driver mock"))
@@ -102,6 +143,23 @@ impl DriverArgs {
                     .map_err(|e| (e.exit_code().clamp(1, 255) as u8, e.to_string()))?;
                 Ok(Some(adapters::example_adapter(&bin, dracheck_example_driver::DEVICES_PER_NODE)))
             }
+            Some("nvidia") => {
+                if let Some(path) = self.nvml_recording.as_ref().filter(|p| !p.is_file()) {
+                    return Err((
+                        exit::BAD_INPUT,
+                        format!("the NVML recording {} does not exist; pass --nvml-recording FILE", path.display()),
+                    ));
+                }
+                Ok(Some(adapters::nvidia_adapter(adapters::NvidiaOptions {
+                    host: dracheck_nvidia::host::HostView {
+                        recording: self.nvml_recording.clone(),
+                        node: self.nvml_node.clone(),
+                    },
+                    image: self.workload_image.clone(),
+                    version: self.driver_version.clone(),
+                    ..Default::default()
+                })))
+            }
             Some(other) => Err((
                 exit::BAD_INPUT,
                 format!(
@@ -110,6 +168,26 @@ impl DriverArgs {
                 ),
             )),
         }
+    }
+}
+
+impl DriverArgs {
+    /// The adapter of a driver for the emulated nodes of `cluster up`, which must be one the
+    /// suite can start.
+    pub async fn emulated_adapter(&self, progress: &Progress) -> Result<Option<Adapter>, (u8, String)> {
+        let adapter = self.adapter(None, progress).await?;
+        if let Some(a) = adapter.as_ref().filter(|a| a.spec.is_none()) {
+            return Err((
+                exit::BAD_INPUT,
+                format!(
+                    "--driver {}: this driver runs only installed in a real cluster (its kubelet plugin needs the \
+                     node's devices), not on emulated nodes; point `conformance --cluster kubeconfig` at a cluster \
+                     where it is installed",
+                    a.short
+                ),
+            ));
+        }
+        Ok(adapter)
     }
 }
 

@@ -63,7 +63,7 @@ async fn inventory(args: &InventoryArgs) -> Result<u8, (u8, String)> {
     }
     let node = match &args.node {
         Some(n) => n.clone(),
-        None => hostname().ok_or((exit::BAD_INPUT, "cannot tell this host's name; pass --node NAME".to_string()))?,
+        None => dracheck_nvidia::host::host_name().ok_or((exit::BAD_INPUT, "cannot tell this host's name; pass --node NAME".to_string()))?,
     };
     let client = crate::explain::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let published = published(&client, &node).await?;
@@ -86,7 +86,7 @@ fn nvml_view(args: &InventoryArgs) -> Result<Recording, (u8, String)> {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| (exit::BAD_INPUT, format!("cannot read {}: {e}", path.display())))
             .and_then(|t| Recording::parse(&t).map_err(|e| (exit::BAD_INPUT, format!("{}: {e}", path.display())))),
-        None => dracheck_nvidia::nvml::read(&format!("recorded on {}", hostname().unwrap_or_default())).map_err(|e| {
+        None => dracheck_nvidia::nvml::read(&format!("recorded on {}", dracheck_nvidia::host::host_name().unwrap_or_default())).map_err(|e| {
             (
                 exit::CLUSTER_DOWN,
                 format!("{e}. Run this on the GPU node, or compare a recording made there with --nvml-recording FILE"),
@@ -147,10 +147,6 @@ fn side_by_side(nvml: &Recording, published: &[Device], node: &str) -> String {
         out.push_str(&format!("{name} {} {} {} bytes | {theirs}\n", g.uuid, g.product_name, g.memory_bytes));
     }
     out
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()).filter(|h| !h.is_empty())
 }
 
 #[cfg(test)]

@@ -111,11 +111,11 @@ async fn run_agent(state_dir: &Path, args: NodeArgs) -> Result<(), String> {
     let info = ClusterInfo::load(state_dir).map_err(|e| e.to_string())?;
     let client = client_for(&info.kubeconfig, None).await.map_err(|e| e.to_string())?;
     let pki = Pki::load(state_dir).map_err(|e| e.to_string())?;
-    let adapter = args.driver.adapter(None, &Progress::stderr()).await.map_err(|(_, e)| e)?;
+    let adapter = args.driver.emulated_adapter(&Progress::stderr()).await.map_err(|(_, e)| e)?;
     if let Some(adapter) = &adapter {
         dracheck_suites::local_run::install_classes(&client, adapter).await?;
     }
-    let spec = adapter.map(|a| a.spec);
+    let spec = adapter.and_then(|a| a.spec);
     let mut nodes = Vec::new();
     let mut drivers: Vec<DriverInstance> = Vec::new();
     for i in 0..args.nodes {

@@ -267,6 +267,35 @@ impl DeviceSpec {
     }
 }
 
+/// An inventory file that gives every node `devices` (as a ResourceSlice publishes them),
+/// so that the mock can stand in for another driver's inventory.
+pub fn render(devices: &[Device]) -> String {
+    let mut out = String::from("apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\ngroups:\n  - nodes: [\"*\"]\n    devices:\n");
+    for d in devices {
+        out.push_str(&format!("      - name: {}\n", d.name));
+        if let Some(attrs) = d.attributes.as_ref().filter(|a| !a.is_empty()) {
+            out.push_str("        attributes:\n");
+            for (name, a) in attrs {
+                let value = match (&a.string, a.int, a.bool, &a.version) {
+                    (Some(s), ..) => format!("{{ string: {s:?} }}"),
+                    (_, Some(i), ..) => format!("{{ int: {i} }}"),
+                    (_, _, Some(b), _) => format!("{{ bool: {b} }}"),
+                    (.., Some(v)) => format!("{{ version: {v:?} }}"),
+                    _ => continue,
+                };
+                out.push_str(&format!("          {name:?}: {value}\n"));
+            }
+        }
+        if let Some(caps) = d.capacity.as_ref().filter(|c| !c.is_empty()) {
+            out.push_str("        capacity:\n");
+            for (name, c) in caps {
+                out.push_str(&format!("          {name:?}: {:?}\n", c.value.0));
+            }
+        }
+    }
+    out
+}
+
 /// A parsed, validated inventory file.
 #[derive(Debug, Clone)]
 pub struct Inventory {
@@ -397,6 +426,24 @@ mod tests {
         let attrs = published.attributes.unwrap();
         assert!(attrs["index"].int.is_some());
         assert!(attrs["driverVersion"].version.is_some());
+    }
+
+    #[test]
+    fn a_rendered_inventory_publishes_the_devices_it_was_rendered_from() {
+        let devices = vec![
+            dracheck_objects::device("gpu-0")
+                .string("uuid", "GPU-1")
+                .string("productName", "NVIDIA \"H100\" 80GB")
+                .int("index", 0)
+                .bool("mig", false)
+                .version("driverVersion", "550.54.15")
+                .capacity("memory", "85899345920")
+                .build(),
+            dracheck_objects::device("gpu-1").build(),
+        ];
+        let inv = Inventory::parse(Path::new("rendered.yaml"), &render(&devices)).unwrap();
+        let back: Vec<Device> = inv.devices_for("any").unwrap().iter().map(DeviceSpec::to_device).collect();
+        assert_eq!(back, devices);
     }
 
     #[test]

@@ -12,3 +12,18 @@ pub const DRIVER: &str = "gpu.nvidia.com";
 /// DeviceClasses the chart installs (`templates/deviceclass-*.yaml`).
 pub const GPU_CLASS: &str = "gpu.nvidia.com";
 pub const MIG_CLASS: &str = "mig.nvidia.com";
+pub mod host;
+
+use k8s_openapi::api::resource::v1::DeviceClass;
+
+/// The DeviceClasses the chart installs for GPUs and MIG devices, as it writes them: the
+/// driver, and the device `type`.
+pub fn device_classes() -> Vec<DeviceClass> {
+    [(GPU_CLASS, "gpu"), (MIG_CLASS, "mig")]
+        .into_iter()
+        .map(|(name, kind)| {
+            let by_type = format!("device.attributes[{DRIVER:?}].type == {kind:?}");
+            dracheck_objects::device_class(name, DRIVER, &[by_type.as_str()])
+        })
+        .collect()
+}

@@ -209,7 +209,13 @@ impl<'a> Ctx<'a> {
 
     /// A pod of the scenario, pinned to its node.
     pub fn pod(&self, name: &str) -> PodBuilder {
-        dracheck_objects::pod(&self.ns, name).on_node(&self.node)
+        dracheck_objects::pod(&self.ns, name).on_node(&self.node).image(&self.target.adapter.workload.image)
+    }
+
+    /// A pod that shows what its container sees (as the driver's adapter knows to read it)
+    /// and stays up.
+    pub fn workload(&self, name: &str) -> PodBuilder {
+        self.pod(name).command(&self.target.adapter.workload.show_and_wait())
     }
 
     /// A claim of the profile's shape.

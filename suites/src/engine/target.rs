@@ -12,7 +12,7 @@ use crate::result::{ClusterFacts, DriverFacts};
 /// Access to the driver's binary for the plugin tier, which starts instances of its own.
 #[derive(Clone)]
 pub struct PluginAccess {
-    pub adapter: crate::adapters::Adapter,
+    pub spec: dracheck_clusters::local::DriverSpec,
     pub kubeconfig: std::path::PathBuf,
     /// A short dir (socket paths must stay within 108 bytes) for the harness's nodes.
     pub work_dir: std::path::PathBuf,
@@ -20,6 +20,8 @@ pub struct PluginAccess {
 
 pub struct Target {
     pub client: kube::Client,
+    /// What the suite knows of the driver: its oracle, its workloads, its classes.
+    pub adapter: crate::adapters::Adapter,
     /// `None` where the suite cannot start the driver itself (a driver installed in a real
     /// cluster); plugin-tier scenarios are skipped there.
     pub plugin: Option<PluginAccess>,
@@ -39,13 +41,14 @@ pub const NEEDS_EMULATED_NODES: &str = "needs control over the nodes (driver and
 impl Target {
     pub fn new(
         client: kube::Client,
+        adapter: crate::adapters::Adapter,
         cluster: ClusterFacts,
         driver: DriverFacts,
         nodes: Vec<String>,
         local: Option<LocalCluster>,
         plugin: Option<PluginAccess>,
     ) -> Target {
-        Target { client, plugin, cluster, driver, nodes, local: local.map(Mutex::new) }
+        Target { client, adapter, plugin, cluster, driver, nodes, local: local.map(Mutex::new) }
     }
 
     /// Nodes that exist and carry slices of the driver, except the plugin tier's own, sorted:

@@ -4,13 +4,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use kube::api::LogParams;
+use kube::api::{Api, ListParams, LogParams};
+use k8s_openapi::api::resource::v1::ResourceSlice;
+
+use crate::adapters::DeviceKey;
 
 use crate::engine::Ctx;
-
-/// The command of a workload that shows its environment (where CDI puts the devices) and
-/// then stays up.
-pub const SHOW_ENV_AND_WAIT: &str = "env | sort; sleep 3600";
 
 /// The device names allocated to a claim.
 pub fn device_names(claim: &ResourceClaim) -> Vec<String> {
@@ -37,10 +36,17 @@ pub async fn log(ctx: &Ctx<'_>, pod: &str) -> String {
     ctx.api::<Pod>().logs(pod, &LogParams::default()).await.unwrap_or_else(|e| format!("(no log: {e})"))
 }
 
-/// Whether the workload `pod` sees exactly `devices`, by the driver adapter's reading of its
-/// log. `Ok(None)`: the suite knows no way to check it for this driver.
-pub async fn sees(ctx: &Ctx<'_>, pod: &str, devices: &[String]) -> Result<Option<String>, String> {
-    let Some(seen) = ctx.target.plugin.as_ref().and_then(|a| a.adapter.seen_devices) else { return Ok(None) };
+/// Whether the workload `pod` sees exactly the devices allocated to `claim`, by the driver
+/// adapter's reading of its log. `Ok(None)`: the suite knows no way to check it for this
+/// driver.
+pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Option<String>, String> {
+    let workload = &ctx.target.adapter.workload;
+    let Some(seen) = workload.seen else { return Ok(None) };
+    let devices = match workload.key {
+        DeviceKey::Name => device_names(claim),
+        DeviceKey::Attribute(name) => attribute_of_allocated(ctx, claim, name).await?,
+    };
+    let devices = devices.as_slice();
     let check = |log: &str, devices: &[String]| crate::adapters::sees_exactly(seen(log), devices);
     // The log fills as the container starts; give it a few seconds.
     let last = ctx.wait_until(Duration::from_secs(15), || log(ctx, pod), |l| check(l, devices).is_ok()).await;
@@ -48,6 +54,29 @@ pub async fn sees(ctx: &Ctx<'_>, pod: &str, devices: &[String]) -> Result<Option
         Ok(_) => Ok(Some(format!("the workload sees exactly {devices:?}"))),
         Err(l) => Err(check(&l, devices).err().unwrap_or_default()),
     }
+}
+
+/// The `name` attribute of each device allocated to `claim`, as its slice publishes it.
+async fn attribute_of_allocated(ctx: &Ctx<'_>, claim: &ResourceClaim, name: &str) -> Result<Vec<String>, String> {
+    let slices: Api<ResourceSlice> = Api::all(ctx.client());
+    let lp = ListParams::default().fields(&format!("spec.driver={}", ctx.target.driver.name));
+    let published = slices.list(&lp).await.map_err(|e| format!("listing the driver's slices: {e}"))?.items;
+    let mut out = Vec::new();
+    for (_, pool, device) in Ctx::allocated(claim) {
+        let value = published
+            .iter()
+            .filter(|s| s.spec.pool.name == pool)
+            .flat_map(|s| s.spec.devices.iter().flatten())
+            .find(|d| d.name == device)
+            .and_then(|d| {
+                let attrs = d.attributes.as_ref()?;
+                let a = attrs.get(name).or_else(|| attrs.get(&format!("{}/{name}", ctx.target.driver.name)))?;
+                a.string.clone().or_else(|| a.version.clone())
+            })
+            .ok_or_else(|| format!("device {device} of pool {pool} was allocated but no slice publishes its {name}"))?;
+        out.push(value);
+    }
+    Ok(out)
 }
 
 /// The reason and message of the pod's PodScheduled=False, waiting up to `timeout`.

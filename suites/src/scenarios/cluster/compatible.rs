@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::common::{SHOW_ENV_AND_WAIT, allocated, device_names, secs, sees};
+use super::common::{allocated, device_names, secs, sees};
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::ids;
 
@@ -20,7 +20,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     let within = Duration::from_secs(ctx.profile().guarantees.allocation.as_ref().map_or(30, |a| a.within_seconds));
     ctx.phase("a claim of the profile's shape and a pod using it");
     ctx.create(&ctx.profile_claim("compatible")).await?;
-    ctx.create(&ctx.pod("consumer").claim("devices", "compatible").command(SHOW_ENV_AND_WAIT).build()).await?;
+    ctx.create(&ctx.workload("consumer").claim("devices", "compatible").build()).await?;
 
     let (claim, took) = match allocated(ctx, "compatible", within).await {
         Ok(v) => v,
@@ -47,7 +47,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         ctx.fail(ids::WORKLOAD_SEES_DEVICES, e, ctx.evidence("consumer").await);
         return Ok(());
     }
-    match sees(ctx, "consumer", &devices).await {
+    match sees(ctx, "consumer", &claim).await {
         Ok(Some(how)) => ctx.pass(ids::WORKLOAD_SEES_DEVICES, how),
         Ok(None) => {
             ctx.skip(ids::WORKLOAD_SEES_DEVICES, "the suite knows no way to read what a workload of this driver sees")

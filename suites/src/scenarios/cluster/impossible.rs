@@ -243,7 +243,7 @@ async fn inventory(ctx: &Ctx<'_>) -> Vec<(String, Vec<Device>)> {
             .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
             .collect()
     };
-    let oracle = ctx.target.plugin.as_ref().and_then(|a| a.adapter.oracle.as_ref());
+    let oracle = ctx.target.adapter.oracle.as_ref();
     let shared = published_on(None);
     let mut nodes = Vec::new();
     for node in ctx.target.live_nodes().await {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::common::{SHOW_ENV_AND_WAIT, allocated, device_names, runs_or_refused, sees};
+use super::common::{allocated, device_names, runs_or_refused, sees};
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::{IsolationMode, ids};
 
@@ -30,7 +30,7 @@ async fn exclusive(ctx: &Ctx<'_>) -> Result<(), String> {
     ctx.phase("two claims, two pods");
     for name in ["first", "second"] {
         ctx.create(&ctx.profile_claim(name)).await?;
-        ctx.create(&ctx.pod(name).claim("devices", name).command(SHOW_ENV_AND_WAIT).build()).await?;
+        ctx.create(&ctx.workload(name).claim("devices", name).build()).await?;
     }
     let (a, _) = allocated(ctx, "first", Duration::from_secs(30)).await?;
     let a_devices = device_names(&a);
@@ -56,12 +56,12 @@ async fn exclusive(ctx: &Ctx<'_>) -> Result<(), String> {
         return Ok(());
     }
     let b_devices = device_names(&b);
-    for (pod, devices) in [("first", &a_devices), ("second", &b_devices)] {
+    for (pod, claim) in [("first", &a), ("second", &b)] {
         if let Err(e) = ctx.wait_phase(pod, "Running", Duration::from_secs(30)).await {
             ctx.fail(id, e, ctx.evidence(pod).await);
             return Ok(());
         }
-        if let Err(e) = sees(ctx, pod, devices).await {
+        if let Err(e) = sees(ctx, pod, claim).await {
             ctx.fail(id, format!("pod {pod}: {e}"), ctx.evidence(pod).await);
             return Ok(());
         }
@@ -75,7 +75,7 @@ async fn shared(ctx: &Ctx<'_>) -> Result<(), String> {
     ctx.phase("one claim, two pods");
     ctx.create(&ctx.profile_claim("shared")).await?;
     for pod in ["user-a", "user-b"] {
-        ctx.create(&ctx.pod(pod).claim("devices", "shared").command(SHOW_ENV_AND_WAIT).build()).await?;
+        ctx.create(&ctx.workload(pod).claim("devices", "shared").build()).await?;
     }
     for pod in ["user-a", "user-b"] {
         if let Err(e) = ctx.wait_phase(pod, "Running", Duration::from_secs(60)).await {
@@ -87,7 +87,7 @@ async fn shared(ctx: &Ctx<'_>) -> Result<(), String> {
     let devices = device_names(&claim);
     let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref()).map_or(0, |r| r.len());
     for pod in ["user-a", "user-b"] {
-        if let Err(e) = sees(ctx, pod, &devices).await {
+        if let Err(e) = sees(ctx, pod, &claim).await {
             ctx.fail(id, format!("pod {pod}: {e}"), ctx.evidence(pod).await);
             return Ok(());
         }

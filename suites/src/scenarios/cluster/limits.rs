@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::common::{SHOW_ENV_AND_WAIT, allocated, device_names, sees};
+use super::common::{allocated, device_names, sees};
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::ids;
 
@@ -37,7 +37,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         exact.count = Some(max);
     }
     ctx.create(&claim).await?;
-    ctx.create(&ctx.pod("at-limit").claim("devices", "at-limit").command(SHOW_ENV_AND_WAIT).build()).await?;
+    ctx.create(&ctx.workload("at-limit").claim("devices", "at-limit").build()).await?;
     match allocated(ctx, "at-limit", Duration::from_secs(30)).await {
         Ok((c, _)) if device_names(&c).len() == max as usize => {
             let devices = device_names(&c);
@@ -45,7 +45,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
                 ctx.fail(id, e, ctx.evidence("at-limit").await);
                 return Ok(());
             }
-            match sees(ctx, "at-limit", &devices).await {
+            match sees(ctx, "at-limit", &c).await {
                 Ok(Some(how)) => ctx.pass(id, format!("a claim for {max} devices got {devices:?} and runs; {how}")),
                 Ok(None) => ctx.pass(
                     id,

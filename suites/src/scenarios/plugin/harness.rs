@@ -74,13 +74,13 @@ impl PluginNode {
             call_timeout: CALL_TIMEOUT,
         };
         cfg.create_dirs().map_err(|e| format!("creating {}: {e}", cfg.root.display()))?;
-        let driver = DriverInstance::start(&access.adapter.spec, &cfg, &access.kubeconfig, Lifetime::Attached)
+        let driver = DriverInstance::start(&access.spec, &cfg, &access.kubeconfig, Lifetime::Attached)
             .map_err(|e| e.to_string())?;
         let mut pn = PluginNode {
             name,
             uid: created.metadata.uid.unwrap_or_default(),
             cfg,
-            driver_name: access.adapter.spec.name.clone(),
+            driver_name: access.spec.name.clone(),
             driver,
             client,
             ns: ctx.ns.clone(),

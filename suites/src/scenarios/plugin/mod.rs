@@ -32,8 +32,7 @@ pub fn all() -> Vec<&'static Scenario> {
 /// The names of the devices the driver should publish on `node`: by its inventory oracle, or
 /// as it published them where the suite has no oracle for it.
 async fn oracle_devices(node: &harness::PluginNode, ctx: &crate::engine::Ctx<'_>) -> Result<Vec<String>, String> {
-    let access = ctx.target.plugin.as_ref().ok_or(harness::NEEDS_BINARY)?;
-    if let Some(oracle) = &access.adapter.oracle {
+    if let Some(oracle) = &ctx.target.adapter.oracle {
         return Ok(oracle(&node.name)?.into_iter().map(|d| d.name).collect());
     }
     let (slices, _) = ctx

@@ -13,7 +13,54 @@ use super::harness::PluginNode;
 use crate::engine::Ctx;
 use crate::profile::ids::{PLUGIN_SLICES_MATCH_INVENTORY as MATCH, PLUGIN_SLICES_OWNED_BY_NODE as OWNED};
 
-super::plugin_scenario!("plugin-slices", [MATCH, OWNED]);
+pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
+    name: "plugin-slices",
+    tier: crate::engine::Tier::Plugin,
+    role: crate::engine::Role::General,
+    guarantees: &[MATCH, OWNED],
+    disruptive: false,
+    run: crate::scenario_fn!(run),
+};
+
+async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+    if let (None, Some(check)) = (PluginNode::access(ctx), &ctx.target.adapter.host_inventory) {
+        installed(ctx, check).await;
+        ctx.skip(OWNED, super::harness::NEEDS_BINARY);
+        return Ok(());
+    }
+    let Some(mut node) = super::harness::node_for(ctx, SCENARIO.guarantees).await? else { return Ok(()) };
+    let outcome = check(ctx, &mut node).await;
+    node.cleanup().await;
+    outcome
+}
+
+/// A driver installed in the cluster: what it publishes on each node (the newest generation of
+/// each pool) against what this machine sees of its own devices.
+async fn installed(ctx: &Ctx<'_>, check: &crate::adapters::HostInventory) {
+    let slices: Api<ResourceSlice> = Api::all(ctx.client());
+    let lp = ListParams::default().fields(&format!("spec.driver={}", ctx.target.driver.name));
+    let all = match slices.list(&lp).await {
+        Ok(l) => l.items,
+        Err(e) => return ctx.fail(MATCH, format!("listing the driver's slices: {e}"), Vec::new()),
+    };
+    let newest: BTreeMap<&str, i64> = all.iter().fold(BTreeMap::new(), |mut m, s| {
+        let g = m.entry(s.spec.pool.name.as_str()).or_insert(s.spec.pool.generation);
+        *g = (*g).max(s.spec.pool.generation);
+        m
+    });
+    let mut published: BTreeMap<String, Vec<k8s_openapi::api::resource::v1::Device>> = BTreeMap::new();
+    for s in &all {
+        let (Some(node), Some(devices)) = (&s.spec.node_name, &s.spec.devices) else { continue };
+        if newest.get(s.spec.pool.name.as_str()) == Some(&s.spec.pool.generation) {
+            published.entry(node.clone()).or_default().extend(devices.iter().cloned());
+        }
+    }
+    match check(&published) {
+        Ok(Ok(held)) => ctx.pass(MATCH, held),
+        Ok(Err(differ)) => ctx.fail(MATCH, differ, Vec::new()),
+        Err(why) => ctx.skip(MATCH, why),
+    }
+}
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
     let slices: Api<ResourceSlice> = Api::all(ctx.client());
@@ -29,15 +76,15 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
         .0;
     let own: Vec<&ResourceSlice> = all.iter().filter(|s| s.spec.pool.name == node.name).collect();
 
-    let access = ctx.target.plugin.as_ref().expect("the harness started");
-    match &access.adapter.oracle {
+    let adapter = &ctx.target.adapter;
+    match &adapter.oracle {
         Some(oracle) => {
             let want: BTreeMap<String, String> =
                 oracle(&node.name)?.into_iter().map(|d| (d.name.clone(), shape(&d))).collect();
             let got: BTreeMap<String, String> = own
                 .iter()
                 .flat_map(|s| s.spec.devices.iter().flatten())
-                .map(|d| (d.name.clone(), shape(&(access.adapter.canonical)(d.clone()))))
+                .map(|d| (d.name.clone(), shape(&(adapter.canonical)(d.clone()))))
                 .collect();
             let differ: Vec<String> = want
                 .keys()
