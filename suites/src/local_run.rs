@@ -277,16 +277,54 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
             .await
             .map(|l| l.items.into_iter().filter_map(|s| s.spec.node_name).collect())
             .unwrap_or_default();
-        let missing: Vec<&str> =
-            cluster.nodes().iter().map(|n| n.name()).filter(|n| !published.iter().any(|p| p == n)).collect();
+        let missing: Vec<String> = cluster
+            .nodes()
+            .iter()
+            .map(|n| n.name().to_string())
+            .filter(|n| !published.iter().any(|p| p == n))
+            .collect();
         if missing.is_empty() {
             return Ok(cluster);
+        }
+        let names: Vec<String> = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
+        let exited = names.iter().find_map(|n| {
+            let d = cluster.driver_mut(n)?;
+            let status = d.exited()?;
+            Some((n.clone(), status, d.log_tail(15)))
+        });
+        if let Some((node, status, tail)) = exited {
+            return Err(NotUp {
+                exit_code: dracheck_clusters::EXIT_CLUSTER_DOWN,
+                message: format!(
+                    "the driver {} on {node} exited ({status}) before it published its ResourceSlices: check that \
+                     {} is a kubelet plugin and that its command line (--driver-arg) is right; its log:\n{tail}",
+                    spec.name,
+                    spec.program.display()
+                ),
+            });
+        }
+        // A plugin that registered under another name will never publish under this one:
+        // say so now instead of at the deadline.
+        let misnamed = cluster.nodes().iter().find_map(|n| {
+            let names = n.registered_drivers();
+            (!names.is_empty() && !names.contains(&spec.name)).then(|| (n.name().to_string(), names))
+        });
+        if let Some((node, names)) = misnamed {
+            let tail = cluster.drivers().iter().find(|d| d.node == node).map(|d| d.log_tail(15)).unwrap_or_default();
+            return Err(NotUp {
+                exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+                message: format!(
+                    "the driver registered with the kubelet of {node} as {names:?}, not as {}: pass the name it \
+                     registers under (--driver-name), or fix its name flag in --driver-arg; its log:\n{tail}",
+                    spec.name
+                ),
+            });
         }
         if Instant::now() > deadline {
             let tail = cluster
                 .drivers()
                 .iter()
-                .find(|d| missing.contains(&d.node.as_str()))
+                .find(|d| missing.contains(&d.node))
                 .map(|d| d.log_tail(15))
                 .unwrap_or_default();
             return Err(NotUp {

@@ -390,3 +390,59 @@ fn a_driver_binary_runs_with_its_own_command_line() {
     assert!(stdout.contains("no inventory oracle"), "{stdout}");
     assert!(stdout.contains("--driver-version"), "versions.driver is skipped without a version: {stdout}");
 }
+
+/// A plugin that registers under another name than `--driver-name` says is named at once, and
+/// one that never registers within the bounded wait; both with the driver's log and nothing
+/// left running.
+#[test]
+fn a_misnamed_or_silent_plugin_is_named_within_a_bounded_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_xtask")).with_file_name("dracheck-mock-driver");
+    let inventory = tmp.path().join("inventory.yaml");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/mock/inventory/default.yaml"), &inventory).unwrap();
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/mock/standard-inference.yaml"))
+            .unwrap();
+    let profile = tmp.path().join("acme.yaml");
+    std::fs::write(&profile, shipped.replace("gpu.mock.dracheck.io", "gpu.acme.com")).unwrap();
+    let (profile, out_dir) = (profile.to_str().unwrap(), tmp.path().to_str().unwrap());
+    let inventory_arg = format!("--driver-arg=--inventory={}", inventory.display());
+    let common = ["--driver-name", "gpu.acme.com", "--profile", profile, "--nodes", "1", "--out", out_dir];
+
+    // The mock registers as gpu.mock.dracheck.io whatever --driver-name says.
+    let mut misnamed = vec!["conformance", "--driver-bin", bin.to_str().unwrap()];
+    misnamed.extend([
+        "--driver-arg=--node-name={node}",
+        "--driver-arg=--kubeconfig={kubeconfig}",
+        &inventory_arg,
+        "--driver-arg=--registrar-dir={registrar-dir}",
+        "--driver-arg=--plugin-dir={plugin-dir}",
+        "--driver-arg=--cdi-dir={cdi-dir}",
+    ]);
+    misnamed.extend(common);
+    let begun = std::time::Instant::now();
+    let out = xtask(&misnamed, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains(r#"as ["gpu.mock.dracheck.io"], not as gpu.acme.com"#), "{}", text(&out));
+    assert!(text(&out).contains("--driver-name"), "the message names the fix: {}", text(&out));
+    assert!(begun.elapsed() < std::time::Duration::from_secs(50), "named before the slice wait ends");
+    assert_eq!(processes_mentioning(tmp.path()), Vec::<String>::new(), "nothing survives the refusal");
+
+    // A program that is no kubelet plugin and exits is named at once.
+    let mut exits = vec!["conformance", "--driver-bin", "/bin/false"];
+    exits.extend(common);
+    let out = xtask(&exits, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("exited (exit status: 1) before it published"), "{}", text(&out));
+
+    // One that stays up but never registers: the wait for its slices ends, the shell and its
+    // sleep are stopped.
+    let marker = format!("--driver-arg={}/never-a-plugin", tmp.path().display());
+    let mut silent = vec!["conformance", "--driver-bin", "/bin/sh", "--driver-arg=-c", "--driver-arg=sleep 3600", &marker];
+    silent.extend(common);
+    let out = xtask(&silent, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("published no ResourceSlice"), "{}", text(&out));
+    assert!(text(&out).contains("within 60s"), "{}", text(&out));
+    assert_eq!(processes_mentioning(tmp.path()), Vec::<String>::new(), "the silent plugin was stopped");
+}

@@ -100,6 +100,13 @@ impl PluginNode {
             if self.info().await.is_ok() {
                 return Ok(());
             }
+            if let Some(other) = self.registered_elsewhere().await {
+                return Err(format!(
+                    "the driver registers as {other:?}, not as {}; its log:\n{}",
+                    self.driver_name,
+                    self.driver.log_tail(15)
+                ));
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         Err(format!(
@@ -107,6 +114,23 @@ impl PluginNode {
             self.registration_socket().display(),
             self.driver.log_tail(15)
         ))
+    }
+
+    /// The name a plugin gives on another registration socket of the node, as kubelet's
+    /// plugin watcher would find it.
+    async fn registered_elsewhere(&self) -> Option<String> {
+        let ours = self.registration_socket();
+        for entry in std::fs::read_dir(self.cfg.registry_dir()).ok()?.flatten() {
+            let path = entry.path();
+            if path == ours || !path.to_string_lossy().ends_with("-reg.sock") {
+                continue;
+            }
+            let Ok(channel) = connect_unix(&path).await else { continue };
+            if let Ok(info) = timed(RegistrationClient::new(channel).get_info(InfoRequest {})).await {
+                return Some(info.into_inner().name);
+            }
+        }
+        None
     }
 
     /// GetInfo on the registration socket; `NotifyRegistrationStatus` follows as kubelet does.
