@@ -172,6 +172,10 @@ fn up_refuses_an_unknown_driver_or_a_driver_without_nodes() {
             ],
             "does not exist",
         ),
+        (
+            vec!["cluster", "up", "--state-dir", state, "--nodes", "1", "--driver", "nvidia"],
+            "runs only installed in a real cluster",
+        ),
     ] {
         let out = xtask(&args, &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
@@ -215,6 +219,13 @@ fn conformance_refuses_bad_input_before_starting_anything() {
             "unknown placeholder",
         ),
         (vec!["conformance", "--driver-bin", "/bin/true", "--driver-name", "x.example.com"], "ships no profiles"),
+        (vec!["conformance", "--driver", "nvidia"], "runs only installed in a real cluster"),
+        (vec!["conformance", "--nvml-recording", "rec.json"], "switch of the nvidia driver"),
+        (vec!["conformance", "--driver", "mock", "--driver-version", "1.0"], "--driver-version states"),
+        (
+            vec!["conformance", "--driver", "nvidia", "--nvml-recording", "/nonexistent.json"],
+            "does not exist",
+        ),
     ];
     for (args, needle) in cases {
         let out = xtask(&args, &[]);
@@ -305,6 +316,11 @@ fn conformance_against_an_existing_cluster_skips_what_needs_node_control() {
         .to_string();
     std::fs::write(&dead, text_kc.replace(&server, "https://127.0.0.1:1")).unwrap();
     let unreachable = xtask(&["conformance", "--cluster", "kubeconfig", "--kubeconfig", dead.to_str().unwrap()], &[]);
+    // No NVIDIA driver is installed there.
+    let no_nvidia = xtask(
+        &["conformance", "--driver", "nvidia", "--cluster", "kubeconfig", "--kubeconfig", kubeconfig.to_str().unwrap()],
+        &[],
+    );
     let down = xtask(&["cluster", "down", "--state-dir", state_s], &[]);
     assert!(down.status.success(), "{}", text(&down));
 
@@ -318,6 +334,8 @@ fn conformance_against_an_existing_cluster_skips_what_needs_node_control() {
     );
     assert_eq!(unreachable.status.code(), Some(3), "{}", text(&unreachable));
     assert!(text(&unreachable).contains("cannot be reached"), "{}", text(&unreachable));
+    assert_eq!(no_nvidia.status.code(), Some(3), "{}", text(&no_nvidia));
+    assert!(text(&no_nvidia).contains("gpu.nvidia.com publishes no ResourceSlices"), "{}", text(&no_nvidia));
 }
 
 #[test]
