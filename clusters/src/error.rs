@@ -7,6 +7,8 @@ use std::path::PathBuf;
 pub const EXIT_BAD_INPUT: i32 = 2;
 /// Process exit code for a cluster that could not be brought up.
 pub const EXIT_CLUSTER_DOWN: i32 = 3;
+/// Process exit code for a driver whose install (a helm release) failed; it was uninstalled.
+pub const EXIT_INSTALL_FAILED: i32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -95,6 +97,26 @@ pub enum ClusterError {
     )]
     StateDirNotOurs { state_dir: PathBuf },
 
+    #[error("{tool} is not available: {detail}. To fix: {fix}.")]
+    MissingTool { tool: String, detail: String, fix: String },
+
+    #[error(
+        "`kind create cluster` of {name} failed after {elapsed_s}s ({status}). Its last lines:\n{tail}\n\
+         What it had created was deleted again. Check that the node image {image} can be pulled and that \
+         Docker has a few GiB of memory free, then run the command again."
+    )]
+    KindCreateFailed { name: String, elapsed_s: u64, status: String, image: String, tail: String },
+
+    #[error(
+        "the K3s container ({image}) did not start: {detail}. Nothing was left running. Check that the \
+         image can be pulled (its tag follows the Kubernetes release; pick another release with \
+         --k8s-version) and that Docker allows privileged containers."
+    )]
+    K3sFailed { image: String, detail: String },
+
+    #[error(transparent)]
+    InstallFailed(Box<InstallFailure>),
+
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -115,7 +137,7 @@ pub enum ClusterError {
 
 impl ClusterError {
     /// The process exit code this error maps to: 2 for bad input, 3 for a cluster that could
-    /// not be brought up.
+    /// not be brought up, 4 for a driver install that failed.
     pub fn exit_code(&self) -> i32 {
         match self {
             ClusterError::UnknownVersion { .. }
@@ -125,7 +147,9 @@ impl ClusterError {
             | ClusterError::InvalidFeatureGates { .. }
             | ClusterError::AlreadyRunning { .. }
             | ClusterError::NoState { .. }
-            | ClusterError::StateDirNotOurs { .. } => EXIT_BAD_INPUT,
+            | ClusterError::StateDirNotOurs { .. }
+            | ClusterError::MissingTool { .. } => EXIT_BAD_INPUT,
+            ClusterError::InstallFailed(_) => EXIT_INSTALL_FAILED,
             _ => EXIT_CLUSTER_DOWN,
         }
     }
@@ -139,6 +163,25 @@ impl ClusterError {
         let context = context.into();
         move |source| ClusterError::Kube { context, source: Box::new(source) }
     }
+}
+
+/// A helm release that did not become ready, with what tells why.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the helm release {release} ({chart}) in namespace {namespace} did not become ready within \
+     {timeout_s}s ({status}). helm's last lines:\n{helm_tail}\nThe driver's pods:\n{pods}\n{cleanup} \
+     Read the pods' status above for the cause (an image that cannot be pulled, a node the \
+     driver cannot run on); pass --install-timeout to wait longer."
+)]
+pub struct InstallFailure {
+    pub release: String,
+    pub chart: String,
+    pub namespace: String,
+    pub timeout_s: u64,
+    pub status: String,
+    pub helm_tail: String,
+    pub pods: String,
+    pub cleanup: String,
 }
 
 pub type Result<T, E = ClusterError> = std::result::Result<T, E>;

@@ -151,6 +151,41 @@ async fn build(recipe: &GoRecipe, root: &Path, bin: &Path, progress: &Progress) 
     Ok(())
 }
 
+/// Where the module cache holds the source of `module` (`path@version`) as `recipe` pins it:
+/// `go mod download` checks it against the recipe's go.sum, so files taken from it (a chart)
+/// are the release's own.
+pub async fn module_dir(recipe: &GoRecipe, module: &str) -> Result<PathBuf> {
+    let dir = tempfile::Builder::new()
+        .prefix("dracheck-mod")
+        .tempdir()
+        .map_err(ClusterError::io("creating a temp dir for go mod download"))?;
+    std::fs::write(dir.path().join("go.mod"), recipe.go_mod).map_err(ClusterError::io("writing go.mod"))?;
+    std::fs::write(dir.path().join("go.sum"), recipe.go_sum).map_err(ClusterError::io("writing go.sum"))?;
+    let out = tokio::process::Command::new(go_command())
+        .args(["mod", "download", "-json", module])
+        .current_dir(dir.path())
+        .env("GOFLAGS", "-mod=readonly")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| no_go(recipe, e.to_string()))?;
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    match info["Dir"].as_str() {
+        Some(found) if out.status.success() => Ok(PathBuf::from(found)),
+        _ => {
+            let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            Err(ClusterError::Io {
+                context: format!(
+                    "`go mod download {module}` for {} failed; check that the Go module proxy (GOPROXY) is reachable",
+                    recipe.what
+                ),
+                source: std::io::Error::other(said.trim().to_string()),
+            })
+        }
+    }
+}
+
 fn no_go(recipe: &GoRecipe, detail: String) -> ClusterError {
     ClusterError::NoGo {
         detail,

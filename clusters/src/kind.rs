@@ -1,11 +1,39 @@
 //! kind clusters ready for DRA: the cluster config (feature gates, the release's
-//! `resource.k8s.io` versions through `runtimeConfig`, CDI in containerd) and the check that
-//! a Docker daemon answers, which kind needs and which the local cluster does not.
+//! `resource.k8s.io` versions through `runtimeConfig`, CDI in containerd), the check that
+//! a Docker daemon answers, which kind needs and which the local cluster does not, and a
+//! cluster of a run: created with kind (on PATH, or built from its Go module) and deleted
+//! again when its handle goes, also on Ctrl-C and panics.
 
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::error::{ClusterError, Result};
+use crate::gobuild::{GoBinary, GoRecipe, fmt_elapsed};
+use crate::local::Progress;
 use crate::local::versions::Release;
+use crate::tools::output_tail;
+
+/// The kind release built when none is on PATH.
+pub const VERSION: &str = "v0.33.0";
+
+/// kind's own module at [`VERSION`], pinned by go.sum. Its version is a constant in its
+/// source, so nothing is stamped.
+pub fn recipe() -> GoRecipe {
+    GoRecipe {
+        what: format!("kind {VERSION}"),
+        cache_subdir: Path::new("tools/kind").join(VERSION),
+        version: VERSION,
+        version_ldflags: String::new(),
+        go_mod: include_str!("../recipes/tools/kind/go.mod"),
+        go_sum: include_str!("../recipes/tools/kind/go.sum"),
+        min_go: "1.26.0",
+        estimate: "about 15 s on 2 cores",
+        instead: "put a kind binary on PATH",
+        binaries: vec![GoBinary { name: "kind", package: "sigs.k8s.io/kind", stamped: false }],
+    }
+}
 
 /// kind's node image of `release`.
 pub fn node_image(release: &Release) -> String {
@@ -78,6 +106,159 @@ pub fn docker_daemon() -> Result<String, String> {
     }
 }
 
+/// `kind create cluster …`: the cluster's own kubeconfig file, not the user's, and kind's wait
+/// for the control plane bounded by `wait`.
+pub fn create_args(name: &str, config: &Path, kubeconfig: &Path, wait: Duration) -> Vec<String> {
+    vec![
+        "create".into(),
+        "cluster".into(),
+        "--name".into(),
+        name.into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--wait".into(),
+        format!("{}s", wait.as_secs()),
+    ]
+}
+
+/// A kind cluster of this process; deleted by [`KindCluster::delete`] or on drop.
+pub struct KindCluster {
+    kind: PathBuf,
+    name: String,
+    dir: tempfile::TempDir,
+    deleted: bool,
+    progress: Progress,
+}
+
+impl KindCluster {
+    /// Creates `name` with [`config`] of `release`; ready when kind's wait for the control
+    /// plane ends. The handle exists before kind starts, so that a create stopped half-way
+    /// (Ctrl-C drops this future) still deletes what kind had made.
+    pub async fn create(
+        kind: &Path,
+        name: &str,
+        release: &Release,
+        feature_gates: &str,
+        workers: usize,
+        wait: Duration,
+        progress: &Progress,
+    ) -> Result<KindCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("dracheck-kind")
+            .tempdir()
+            .map_err(ClusterError::io("creating a temp dir for the kind cluster"))?;
+        let cluster = KindCluster {
+            kind: kind.to_path_buf(),
+            name: name.into(),
+            dir,
+            deleted: false,
+            progress: progress.clone(),
+        };
+        let config_path = cluster.dir.path().join("kind.yaml");
+        std::fs::write(&config_path, config(release, feature_gates, workers))
+            .map_err(ClusterError::io("writing the kind config"))?;
+        let args = create_args(name, &config_path, &cluster.kubeconfig(), wait);
+        progress.line(format!(
+            "creating kind cluster {name} (Kubernetes {}, {} worker(s), image {})",
+            release.version,
+            workers,
+            node_image(release)
+        ));
+        let started = Instant::now();
+        let child = tokio::process::Command::new(kind)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(ClusterError::io(format!("running {}", kind.display())))?;
+        let output = child.wait_with_output();
+        tokio::pin!(output);
+        let out = loop {
+            tokio::select! {
+                out = &mut output => break out.map_err(ClusterError::io("waiting for kind"))?,
+                _ = tokio::time::sleep(Duration::from_secs(30)) => {
+                    progress.line(format!("  creating kind cluster {name}… {}", fmt_elapsed(started.elapsed())));
+                }
+            }
+        };
+        if !out.status.success() {
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            return Err(ClusterError::KindCreateFailed {
+                name: name.into(),
+                elapsed_s: started.elapsed().as_secs(),
+                status: out.status.to_string(),
+                image: node_image(release),
+                tail: output_tail(&text, 15),
+            });
+        }
+        progress.line(format!("kind cluster {name} is up ({})", fmt_elapsed(started.elapsed())));
+        Ok(cluster)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cluster's kubeconfig, in a temp dir of its own (its context: `kind-<name>`).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// `kind delete cluster`; what is left if it failed.
+    pub fn delete(mut self) -> std::result::Result<(), String> {
+        self.delete_now()
+    }
+
+    fn delete_now(&mut self) -> std::result::Result<(), String> {
+        if std::mem::replace(&mut self.deleted, true) {
+            return Ok(());
+        }
+        self.progress.line(format!("deleting kind cluster {}", self.name));
+        let kubeconfig = self.kubeconfig();
+        let mut child = Command::new(&self.kind)
+            .args(["delete", "cluster", "--name", &self.name, "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: a second Ctrl-C must not cut the cleanup short.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("running {}: {e}", self.kind.display()))?;
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`kind delete cluster --name {}` did not finish within 180s; its containers may be left (docker ps)",
+                    self.name
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            Err(format!("`kind delete cluster --name {}` failed:\n{}", self.name, output_tail(&text, 6)))
+        }
+    }
+}
+
+impl Drop for KindCluster {
+    fn drop(&mut self) {
+        if let Err(left) = self.delete_now() {
+            eprintln!("dracheck: {left}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +277,19 @@ mod tests {
         let nodes = v["nodes"].as_array().unwrap();
         assert_eq!(nodes.len(), 3);
         assert!(nodes.iter().all(|n| n["image"] == "kindest/node:v1.37.2"));
+    }
+
+    #[test]
+    fn create_writes_the_kubeconfig_beside_the_config_and_bounds_the_wait() {
+        let args = create_args(
+            "dracheck-1a2b3c",
+            Path::new("/t/kind.yaml"),
+            Path::new("/t/kubeconfig"),
+            Duration::from_secs(300),
+        );
+        assert_eq!(
+            args.join(" "),
+            "create cluster --name dracheck-1a2b3c --config /t/kind.yaml --kubeconfig /t/kubeconfig --wait 300s"
+        );
     }
 }

@@ -3,10 +3,13 @@
 
 pub mod error;
 pub mod gobuild;
+pub mod helm;
+pub mod k3s;
 pub mod kind;
 pub mod local;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tools;
 
-pub use error::{ClusterError, EXIT_BAD_INPUT, EXIT_CLUSTER_DOWN};
+pub use error::{ClusterError, EXIT_BAD_INPUT, EXIT_CLUSTER_DOWN, EXIT_INSTALL_FAILED};
 pub use local::{LocalCluster, LocalClusterOptions};

@@ -161,7 +161,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
     // Checked (and a Go-built driver built) before anything starts, so that a wrong driver
     // leaves nothing behind.
     let progress = Progress::stderr();
-    let adapter = match args.nodes.driver.adapter(None, &progress).await {
+    let adapter = match args.nodes.driver.emulated_adapter(&progress).await {
         Ok(a) => a,
         Err((code, msg)) => {
             eprintln!("dracheck: {msg}");
@@ -192,7 +192,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         eprintln!(
             "starting {} emulated node(s){}",
             args.nodes.nodes,
-            adapter.as_ref().map_or(String::new(), |a| format!(" with driver {}", a.spec.name))
+            adapter.as_ref().map_or(String::new(), |a| format!(" with driver {}", a.name))
         );
         let started = tokio::select! {
             r = nodes::spawn_agent(&state_dir, &args.nodes, adapter.is_some()) => r,

@@ -15,14 +15,16 @@ use dracheck_suites::result::{RunResult, Verdict};
 
 use crate::drivers::DriverArgs;
 use crate::exit;
+use crate::providers::Provider;
 
 #[derive(Debug, Args)]
 pub struct ConformanceArgs {
     /// The driver under test (default: `mock`).
     #[command(flatten)]
     pub driver: DriverArgs,
-    /// `local` (the embedded cluster with emulated nodes) or `kubeconfig` (an existing cluster
-    /// with the driver installed); `kind` and `k3s` need Docker (see README).
+    /// `local` (the embedded cluster with emulated nodes), `kubeconfig` (an existing cluster
+    /// with the driver installed, or --install helm), `kind` or `k3s` (a new cluster in Docker
+    /// containers with the driver's chart installed, deleted after the run).
     #[arg(long, default_value = "local")]
     pub cluster: String,
     /// Kubeconfig of `--cluster kubeconfig` (default: $KUBECONFIG, ~/.kube/config).
@@ -67,6 +69,12 @@ pub struct ConformanceArgs {
     /// Seconds one scenario may take.
     #[arg(long, default_value_t = 240)]
     pub scenario_timeout: u64,
+    // Boxed: the command enum keeps its variants close in size.
+    #[command(flatten)]
+    pub install: Box<crate::install::InstallArgs>,
+    /// Worker nodes of a `--cluster kind` cluster, besides its control plane.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
 }
 
 /// A failure before any verdict: the message and the exit code.
@@ -98,15 +106,15 @@ fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathB
     let mut out = Vec::new();
     for path in paths {
         let p = profile::load(&path).map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-        if p.driver != adapter.spec.name {
+        if p.driver != adapter.name {
             return Err((
                 exit::BAD_INPUT,
                 format!(
                     "profile {} is for driver {}, not {}: pass --profile with a profile for {} or pick the driver it was written for",
                     path.display(),
                     p.driver,
-                    adapter.spec.name,
-                    adapter.spec.name
+                    adapter.name,
+                    adapter.name
                 ),
             ));
         }
@@ -117,13 +125,24 @@ fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathB
 
 async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
     let progress = Progress::stderr();
+    // kind and k3s say first whether Docker answers, before anything is built.
+    if let provider @ ("kind" | "k3s") = args.cluster.as_str() {
+        crate::providers::preflight(provider, &args.driver)?;
+    }
+    if args.install.wanted()? && args.cluster == "local" {
+        let msg = "--install helm installs the driver into a real cluster: use it with --cluster kubeconfig, kind or \
+                   k3s (the local cluster runs the driver on its emulated nodes itself)";
+        return Err((exit::BAD_INPUT, msg.into()));
+    }
     // Everything that can be wrong with the input is checked before anything starts.
     let adapter = args.driver.adapter(Some("mock"), &progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(&args, &adapter)?;
     match args.cluster.as_str() {
         "local" => {}
-        "kubeconfig" => return existing(args, adapter, profiles, progress).await,
-        provider @ ("kind" | "k3s") => return Err(container_cluster(provider)),
+        "kubeconfig" => return existing(args, adapter, profiles, progress, "kubeconfig").await,
+        provider @ ("kind" | "k3s") => {
+            return container_cluster(provider.to_string(), args, adapter, profiles, progress).await;
+        }
         other => {
             let msg = format!(
                 "--cluster {other}: known are `local` (the embedded cluster), `kubeconfig` (an existing one), \
@@ -175,35 +194,48 @@ async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
     write_and_report(&args, short, &run_id, finished.result)
 }
 
-/// `--cluster kind|k3s`: both run Kubernetes in containers, so without a Docker daemon they
-/// stop here (exit 3). Creating them is not part of this version: with Docker, the message
-/// says how to make one by hand and point `--cluster kubeconfig` at it.
-fn container_cluster(provider: &str) -> Early {
-    match dracheck_clusters::kind::docker_daemon() {
-        Err(why) => (
-            exit::CLUSTER_DOWN,
-            format!(
-                "--cluster {provider} runs Kubernetes in Docker containers, and {why}. Start a Docker daemon, or use \
-                 --cluster local, which needs no Docker"
-            ),
-        ),
-        Ok(version) => (
-            exit::BAD_INPUT,
-            format!(
-                "--cluster {provider}: Docker {version} answers, but this version of dracheck does not create {provider} \
-                 clusters itself. Create one (for kind: `cargo xtask cluster kind-config > kind.yaml && kind create \
-                 cluster --config kind.yaml`), install the driver, and run with --cluster kubeconfig"
-            ),
-        ),
-    }
+/// `--cluster kind|k3s` (`preflight` found Docker): a new cluster, the driver installed with
+/// helm, the run as with `--cluster kubeconfig`, then the cluster deleted, also on Ctrl-C.
+async fn container_cluster(
+    provider: String,
+    mut args: ConformanceArgs,
+    adapter: Adapter,
+    profiles: Vec<(PathBuf, Profile)>,
+    progress: Progress,
+) -> Result<u8, Early> {
+    use dracheck_clusters::local::versions;
+    let release = args.k8s_version.as_deref().map_or(Ok(versions::default_release()), versions::find_release);
+    let release = release.map_err(crate::install::cluster)?;
+    let gates =
+        dracheck_clusters::local::validate_feature_gates(&args.feature_gates).map_err(crate::install::cluster)?;
+    args.install.install = Some("helm".into());
+    // The chart and helm are ready before the cluster exists, which then waits on no build.
+    args.install.release(adapter.short, &progress).await?;
+    let helm = args.install.helm.as_deref();
+    dracheck_clusters::helm::Helm::locate(helm, &progress).await.map_err(crate::install::cluster)?;
+    let name = format!("dracheck-{}", local_run::run_id());
+    let cluster = tokio::select! {
+        c = Provider::create(&provider, &name, release, &gates, args.workers, &progress) => c?,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("dracheck: interrupted; deleted what had been created of cluster {name}");
+            return Ok(exit::INTERRUPTED);
+        }
+    };
+    args.kubeconfig = Some(cluster.kubeconfig());
+    args.context = None;
+    let code = existing(args, adapter, profiles, progress.clone(), &provider).await;
+    cluster.remove(&progress).await;
+    code
 }
 
-/// `--cluster kubeconfig`: the driver already runs there.
+/// `--cluster kubeconfig`: the driver already runs there, or `--install helm` installs it for
+/// the run and removes it afterwards (also on Ctrl-C; on a panic the release's `Drop` does).
 async fn existing(
     args: ConformanceArgs,
     adapter: Adapter,
     profiles: Vec<(PathBuf, Profile)>,
     progress: Progress,
+    provider: &str,
 ) -> Result<u8, Early> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| (exit::BAD_INPUT, format!("cannot create --out {}: {e}", args.out.display())))?;
@@ -214,6 +246,18 @@ async fn existing(
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
         .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
     let short = adapter.short;
+    let installed = if args.install.wanted()? {
+        let spec = args.install.release(short, &progress).await?;
+        tokio::select! {
+            r = crate::install::install(&args.install, spec, &kubeconfig, args.context.as_deref(), &progress) => Some(r?),
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("dracheck: interrupted during the install; what it had made is removed");
+                return Ok(exit::INTERRUPTED);
+            }
+        }
+    } else {
+        None
+    };
     let cfg = ExistingRun {
         kubeconfig,
         context: args.context.clone(),
@@ -225,12 +269,16 @@ async fn existing(
     };
     let run_id = local_run::run_id();
     let result = tokio::select! {
-        r = local_run::run_existing(cfg, &run_id, &progress) => r.map_err(|e| (e.exit_code as u8, e.message))?,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("dracheck: interrupted; objects of this run carry the label dracheck.io/run={run_id}");
-            return Ok(exit::INTERRUPTED);
-        }
+        r = local_run::run_existing(cfg, &run_id, &progress) => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
     };
+    crate::install::remove(installed, &progress).await;
+    let Some(result) = result else {
+        eprintln!("dracheck: interrupted; objects of this run carry the label dracheck.io/run={run_id}");
+        return Ok(exit::INTERRUPTED);
+    };
+    let mut result = result.map_err(|e| (e.exit_code as u8, e.message))?;
+    result.cluster.provider = provider.to_string();
     write_and_report(&args, short, &run_id, result)
 }
 

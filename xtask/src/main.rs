@@ -6,8 +6,10 @@ mod conformance;
 mod drivers;
 mod exit;
 mod explain;
+mod install;
 mod inventory;
 mod nodes;
+mod providers;
 mod report;
 
 use std::process::ExitCode;

@@ -1,0 +1,274 @@
+//! `conformance --install helm`: which chart installs which `--driver`, and installing it into
+//! the run's cluster before the run (removed again after it, see `dracheck_clusters::helm`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use dracheck_clusters::ClusterError;
+use dracheck_clusters::helm::{self, Helm, Installed, ReleaseSpec, Target};
+use dracheck_clusters::local::Progress;
+
+use crate::exit;
+
+/// A failure before any verdict: the exit code and the message.
+pub type Early = (u8, String);
+
+#[derive(Debug, Clone, Args)]
+pub struct InstallArgs {
+    /// `helm`: install the driver's chart before the run and uninstall it after, also on
+    /// Ctrl-C or an error (with --cluster kubeconfig; kind and k3s clusters always get it).
+    #[arg(long, value_name = "helm")]
+    pub install: Option<String>,
+    /// The chart to install instead of the driver's own: a directory, an archive or a
+    /// reference such as oci://….
+    #[arg(long, value_name = "PATH_OR_REF", requires = "install")]
+    pub chart: Option<String>,
+    /// A chart value for `helm install --set` (repeatable), e.g. --set kubeletPlugin.numDevices=4.
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "install")]
+    pub values: Vec<String>,
+    /// The helm binary (default: helm on PATH, else helm v4 built from its Go module).
+    #[arg(long, value_name = "PATH")]
+    pub helm: Option<PathBuf>,
+    /// Seconds the driver's release may take to become ready (helm install --wait).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub install_timeout: u64,
+}
+
+/// Where a known driver's chart comes from.
+enum Source {
+    /// A directory of a Go module the driver's recipe pins: `(module@version, path in it)`.
+    Module(fn() -> dracheck_clusters::gobuild::GoRecipe, &'static str, &'static str),
+    /// A chart reference with its version.
+    Reference(&'static str, &'static str),
+}
+
+/// How a known driver is installed, as its own documentation does it.
+struct DriverChart {
+    release: &'static str,
+    namespace: &'static str,
+    source: Source,
+    values: &'static [&'static str],
+}
+
+fn known(driver: &str) -> Option<DriverChart> {
+    match driver {
+        // The chart of the release the suite builds the plugin from, out of the same module.
+        "example" => Some(DriverChart {
+            release: "dra-example-driver",
+            namespace: "dra-example-driver",
+            source: Source::Module(
+                dracheck_example_driver::recipe,
+                "sigs.k8s.io/dra-example-driver@v0.4.0",
+                "deployments/helm/dra-example-driver",
+            ),
+            values: &[],
+        }),
+        // Without the override the chart refuses to install next to the device plugin
+        // (templates/validation.yaml), which a DRA-only cluster does not run.
+        "nvidia" => Some(DriverChart {
+            release: "dra-driver-nvidia-gpu",
+            namespace: "dra-driver-nvidia-gpu",
+            source: Source::Reference("oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu", "0.4.0"),
+            values: &["gpuResourcesEnabledOverride=true"],
+        }),
+        _ => None,
+    }
+}
+
+impl InstallArgs {
+    /// `--install` as given: `Ok(true)` for helm.
+    pub fn wanted(&self) -> Result<bool, Early> {
+        match self.install.as_deref() {
+            None => Ok(false),
+            Some("helm") => Ok(true),
+            Some(other) => Err((exit::BAD_INPUT, format!("--install {other}: the one installer is `helm`"))),
+        }
+    }
+
+    /// The release of `driver`'s chart, or of `--chart`; checked before anything starts.
+    pub async fn release(&self, driver: &str, progress: &Progress) -> Result<ReleaseSpec, Early> {
+        for kv in &self.values {
+            if !kv.contains('=') {
+                return Err((
+                    exit::BAD_INPUT,
+                    format!("--set {kv}: expected KEY=VALUE, e.g. --set kubeletPlugin.numDevices=4"),
+                ));
+            }
+        }
+        let timeout = Duration::from_secs(self.install_timeout);
+        if let Some(chart) = &self.chart {
+            check_chart_path(chart)?;
+            let (release, namespace) = match known(driver) {
+                Some(k) => (k.release.to_string(), k.namespace.to_string()),
+                None => (release_name(chart), release_name(chart)),
+            };
+            return Ok(ReleaseSpec {
+                name: release,
+                namespace,
+                chart: chart.clone(),
+                version: None,
+                values: self.values.clone(),
+                timeout,
+            });
+        }
+        let Some(k) = known(driver) else {
+            return Err((
+                exit::BAD_INPUT,
+                format!(
+                    "--install helm knows the charts of --driver example and --driver nvidia; {} has none{}. \
+                     Pass the chart to install with --chart PATH_OR_REF",
+                    if driver.is_empty() { "a --driver-bin plugin".to_string() } else { format!("--driver {driver}") },
+                    if driver == "mock" {
+                        " (the mock runs on the local cluster's emulated nodes: --cluster local, or `cargo xtask cluster \
+                         up --nodes N --driver mock`)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        };
+        let (chart, version) = match k.source {
+            Source::Module(recipe, module, dir) => {
+                let root = dracheck_clusters::gobuild::module_dir(&recipe(), module).await.map_err(cluster)?;
+                let chart = root.join(dir);
+                if !chart.join("Chart.yaml").is_file() {
+                    return Err((exit::CLUSTER_DOWN, format!("the chart {} is not in {module}", chart.display())));
+                }
+                progress.line(format!("chart of {module}: {}", chart.display()));
+                (chart.display().to_string(), None)
+            }
+            Source::Reference(reference, version) => (reference.to_string(), Some(version.to_string())),
+        };
+        let mut values: Vec<String> = k.values.iter().map(|v| v.to_string()).collect();
+        values.extend(self.values.iter().cloned());
+        Ok(ReleaseSpec { name: k.release.into(), namespace: k.namespace.into(), chart, version, values, timeout })
+    }
+}
+
+/// Installs `spec` into the cluster of `kubeconfig` (and `context`) with the chosen helm.
+pub async fn install(
+    args: &InstallArgs,
+    spec: ReleaseSpec,
+    kubeconfig: &Path,
+    context: Option<&str>,
+    progress: &Progress,
+) -> Result<Installed, Early> {
+    let helm = Helm::locate(args.helm.as_deref(), progress).await.map_err(cluster)?;
+    let target = Target { kubeconfig: kubeconfig.to_path_buf(), context: context.map(str::to_string) };
+    helm::install(&helm, spec, target, progress).await.map_err(|e| match e {
+        ClusterError::InstallFailed(_) => (exit::INSTALL_FAILED, e.to_string()),
+        other => cluster(other),
+    })
+}
+
+/// Removes a release after the run, saying what was done or what is left.
+pub async fn remove(installed: Option<Installed>, progress: &Progress) {
+    if let Some(mut release) = installed {
+        match release.remove().await {
+            Ok(done) => progress.line(done),
+            Err(left) => eprintln!("dracheck: cleaning up after the run failed: {left}"),
+        }
+    }
+}
+
+pub fn cluster(e: ClusterError) -> Early {
+    (e.exit_code().clamp(1, 255) as u8, e.to_string())
+}
+
+/// A `--chart` that names a file or directory must exist; references are helm's to resolve.
+fn check_chart_path(chart: &str) -> Result<(), Early> {
+    let is_reference = chart.contains("://");
+    let is_path = chart.starts_with(['/', '.', '~']) || chart.ends_with(".tgz") || Path::new(chart).exists();
+    if !is_reference && is_path && !Path::new(chart).exists() {
+        return Err((
+            exit::BAD_INPUT,
+            format!(
+                "chart not found: --chart {chart} is neither a chart directory nor an archive; pass a chart's path, or a \
+                 reference such as oci://registry/charts/name"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A release name from a chart's path or reference: its last part, without archive suffix,
+/// version or tag, as a DNS label within helm's 53 characters.
+fn release_name(chart: &str) -> String {
+    let last = chart.trim_end_matches('/').rsplit('/').next().unwrap_or(chart);
+    let last = last.trim_end_matches(".tgz");
+    let last = last.split(':').next().unwrap_or(last);
+    // `name-1.2.3.tgz`: the version goes.
+    let name = match last.rsplit_once('-') {
+        Some((head, tail)) if tail.starts_with(|c: char| c.is_ascii_digit()) && tail.contains('.') => head,
+        _ => last,
+    };
+    let label: String =
+        name.to_ascii_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).take(53).collect();
+    let label = label.trim_matches('-').to_string();
+    if label.is_empty() { "dracheck-driver".into() } else { label }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> InstallArgs {
+        InstallArgs { install: Some("helm".into()), chart: None, values: vec![], helm: None, install_timeout: 120 }
+    }
+
+    #[tokio::test]
+    async fn nvidia_gets_its_oci_chart_version_and_override() {
+        let mut a = args();
+        a.values.push("nvidiaDriverRoot=/run/nvidia/driver".into());
+        let spec = a.release("nvidia", &Progress::quiet()).await.unwrap();
+        let target = Target { kubeconfig: "/tmp/kc".into(), context: Some("gpu".into()) };
+        assert_eq!(
+            helm::install_args(4, &spec, &target).join(" "),
+            "install dra-driver-nvidia-gpu oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu \
+             --version 0.4.0 --namespace dra-driver-nvidia-gpu --create-namespace --wait=watcher --timeout 120s \
+             --set gpuResourcesEnabledOverride=true --set nvidiaDriverRoot=/run/nvidia/driver --kubeconfig /tmp/kc \
+             --kube-context gpu"
+        );
+        assert_eq!(
+            helm::uninstall_args(4, &spec, &target).join(" "),
+            "uninstall dra-driver-nvidia-gpu --namespace dra-driver-nvidia-gpu --wait=watcher --timeout 90s \
+             --kubeconfig /tmp/kc --kube-context gpu"
+        );
+    }
+
+    #[tokio::test]
+    async fn drivers_without_a_chart_and_missing_charts_are_bad_input() {
+        for driver in ["mock", ""] {
+            let (code, msg) = args().release(driver, &Progress::quiet()).await.unwrap_err();
+            assert_eq!(code, exit::BAD_INPUT);
+            assert!(msg.contains("--chart PATH_OR_REF"), "{msg}");
+        }
+        let (_, msg) = args().release("mock", &Progress::quiet()).await.unwrap_err();
+        assert!(msg.contains("--cluster local"), "the mock's way: {msg}");
+        let mut a = args();
+        a.chart = Some("./no/such/chart".into());
+        let (code, msg) = a.release("example", &Progress::quiet()).await.unwrap_err();
+        assert_eq!(code, exit::BAD_INPUT);
+        assert!(msg.starts_with("chart not found"), "{msg}");
+        let mut a = args();
+        a.values.push("novalue".into());
+        assert_eq!(a.release("nvidia", &Progress::quiet()).await.unwrap_err().0, exit::BAD_INPUT);
+        let mut a = args();
+        a.install = Some("kustomize".into());
+        assert_eq!(a.wanted().unwrap_err().0, exit::BAD_INPUT);
+    }
+
+    #[tokio::test]
+    async fn an_own_chart_of_an_unknown_driver_is_named_after_the_chart() {
+        let mut a = args();
+        a.chart = Some("oci://registry.example/charts/acme-dra-driver".into());
+        let spec = a.release("", &Progress::quiet()).await.unwrap();
+        assert_eq!(
+            (spec.name.as_str(), spec.namespace.as_str(), spec.version),
+            ("acme-dra-driver", "acme-dra-driver", None)
+        );
+        assert_eq!(release_name("/charts/acme_gpu-1.2.3.tgz"), "acme-gpu");
+        assert_eq!(release_name("oci://r/charts/gpu:0.4.0"), "gpu");
+    }
+}
