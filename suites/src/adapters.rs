@@ -81,6 +81,9 @@ pub struct Adapter {
     pub device_classes: Vec<DeviceClass>,
     /// The inventory check of an installed driver (see [`HostInventory`]).
     pub host_inventory: Option<HostInventory>,
+    /// Image names (the last path segment) of the driver's kubelet-plugin containers: where
+    /// nobody states an installed driver's version, it is read from their tag.
+    pub plugin_images: &'static [&'static str],
 }
 
 impl Adapter {
@@ -97,6 +100,7 @@ impl Adapter {
             workload: Workload::env(None),
             device_classes: Vec::new(),
             host_inventory: None,
+            plugin_images: &[],
         }
     }
 }
@@ -177,6 +181,7 @@ pub fn nvidia_adapter(opts: NvidiaOptions) -> Adapter {
         },
         device_classes: nvidia::device_classes(),
         host_inventory: Some(Arc::new(move |published| host.check(published))),
+        plugin_images: nvidia::PLUGIN_IMAGES,
     }
 }
 

@@ -245,11 +245,44 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         )));
     }
     target.cluster.nodes = target.nodes.len();
+    if target.driver.version == crate::adapters::UNKNOWN_VERSION
+        && let Some(v) = version_from_pods(&target.client, &target.nodes, target.adapter.plugin_images).await
+    {
+        target.driver.version = v;
+    }
     let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
     let say = |l: &str| progress.line(l);
     let outcome = engine::run(&target, &plan, &say).await;
     let (facts, driver) = (target.cluster.clone(), target.driver.clone());
     Ok(assemble(begun, started_at, facts, driver, outcome, &[]))
+}
+
+/// The version of an installed driver, from the image tag of its plugin's pod on one of
+/// `nodes` (`v0.4.0` → `0.4.0`).
+async fn version_from_pods(client: &kube::Client, nodes: &[String], images: &[&str]) -> Option<String> {
+    use k8s_openapi::api::core::v1::Pod;
+    if images.is_empty() {
+        return None;
+    }
+    let pods: Api<Pod> = Api::all(client.clone());
+    for node in nodes {
+        let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        let Ok(list) = pods.list(&lp).await else { continue };
+        let tag = list
+            .items
+            .iter()
+            .flat_map(|p| p.spec.iter().flat_map(|s| s.containers.iter()))
+            .filter_map(|c| c.image.as_deref())
+            .find_map(|image| {
+                let (repo, tag) = image.split('@').next()?.rsplit_once(':')?;
+                let name = repo.rsplit('/').next()?;
+                (images.contains(&name) && !tag.contains('/')).then(|| tag.trim_start_matches('v').to_string())
+            });
+        if tag.is_some() {
+            return tag;
+        }
+    }
+    None
 }
 
 /// The local cluster with `nodes` emulated nodes, the driver on each and its DeviceClasses,

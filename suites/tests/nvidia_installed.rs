@@ -127,6 +127,15 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         .start_driver(&DriverSpec::from_template(dracheck_nvidia::DRIVER, &mock, &args).unwrap())
         .expect("the drivers start");
     wait_for_slices(&cluster.client()).await;
+    // The plugin's pod as the chart runs it, for the driver's version; on an emulated node
+    // its command runs on the host.
+    let plugin_pod = dracheck_objects::pod("default", "dra-driver-nvidia-gpu-kubelet-plugin")
+        .on_node(cluster.nodes()[1].name())
+        .image("registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.0")
+        .command("sleep 3600")
+        .build();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client(), "default");
+    pods.create(&Default::default(), &plugin_pod).await.expect("the plugin pod is created");
 
     let profiles = dracheck_suites::profile::shipped("nvidia")
         .into_iter()
@@ -183,6 +192,7 @@ async fn an_installed_nvidia_driver_is_judged_by_nvml_and_nvidia_smi() {
         }
     }
     assert!(problems.is_empty(), "the good run:\n{}", problems.join("\n"));
+    assert_eq!(good.driver.version, "0.4.0", "the version comes from the plugin pod's image tag");
     let inventory = verdicts(&good, PLUGIN_SLICES_MATCH_INVENTORY);
     assert!(
         matches!(inventory.as_slice(), [(Verdict::Pass, why)] if why.contains("8 GPU(s)")),

@@ -12,6 +12,8 @@ pub const DRIVER: &str = "gpu.nvidia.com";
 /// DeviceClasses the chart installs (`templates/deviceclass-*.yaml`).
 pub const GPU_CLASS: &str = "gpu.nvidia.com";
 pub const MIG_CLASS: &str = "mig.nvidia.com";
+/// The names the driver's image went by, before and after the move to kubernetes-sigs.
+pub const PLUGIN_IMAGES: &[&str] = &["k8s-dra-driver-gpu", "dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"];
 pub mod host;
 
 use k8s_openapi::api::resource::v1::DeviceClass;

@@ -27,7 +27,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         match req {
             None => ctx.skip(id, format!("the profile names no {what} version")),
             Some(_) if actual == crate::adapters::UNKNOWN_VERSION => {
-                ctx.skip(id, format!("the {what}'s version is unknown: pass --driver-version with --driver-bin"))
+                ctx.skip(id, format!("the {what}'s version is unknown: pass --driver-version"))
             }
             Some(req) => ctx.check(
                 id,
