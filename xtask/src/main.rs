@@ -25,13 +25,14 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// The two large argument sets are boxed, which keeps the variants close in size.
 enum Command {
     /// Run, stop and inspect the embedded local cluster (real upstream control-plane binaries).
     #[command(subcommand)]
-    Cluster(cluster::ClusterCommand),
+    Cluster(Box<cluster::ClusterCommand>),
     /// Run the conformance suite against a driver: compatible and impossible claims, the claim
     /// lifecycle, driver and node restarts, node removal; writes a JSON result.
-    Conformance(conformance::ConformanceArgs),
+    Conformance(Box<conformance::ConformanceArgs>),
     /// Measure: cluster start-up, the default conformance run (medians over several runs).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -67,8 +68,8 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Cluster(cmd) => cluster::run(cmd).await,
-            Command::Conformance(args) => conformance::run(args).await,
+            Command::Cluster(cmd) => cluster::run(*cmd).await,
+            Command::Conformance(args) => conformance::run(*args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
             Command::Test(args) => test(args).await,
             Command::Report(args) => report::report(args),

@@ -1,0 +1,184 @@
+//! `conformance --install helm` and `--cluster kind|k3s` as a user meets them: a release that
+//! cannot become ready fails within its timeout with helm's output and the pods' state, and
+//! leaves no release and no namespace; bad input and missing tools get one clear paragraph.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::Api;
+use kube::api::ListParams;
+
+fn xtask(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("xtask runs")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// On emulated nodes containers are host processes, so the example chart's DaemonSet pod
+/// never runs and `helm install --wait` gives up after `--install-timeout`.
+#[test]
+fn a_release_that_never_gets_ready_is_reported_and_removed() {
+    // helm is built once into dracheck's cache (about 3 min on 2 cores the first time); doing
+    // it here, with progress, keeps the timed run below about the install alone.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let started = Instant::now();
+    let helm = rt
+        .block_on(dracheck_clusters::helm::Helm::locate(None, &dracheck_clusters::local::Progress::stderr()))
+        .expect("helm is on PATH or builds");
+    eprintln!("helm {} ready after {:?}", helm.version, started.elapsed());
+
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let up = xtask(&["cluster", "up", "--state-dir", state.to_str().unwrap(), "--nodes", "1"], &[]);
+    assert!(up.status.success(), "{}", text(&up));
+    let kubeconfig = state.join("admin.kubeconfig");
+    let started = Instant::now();
+    let run = xtask(
+        &[
+            "conformance",
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--driver",
+            "example",
+            "--install",
+            "helm",
+            "--helm",
+            helm.program.to_str().unwrap(),
+            "--install-timeout",
+            "15",
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+        ],
+        &[],
+    );
+    let took = started.elapsed();
+    let left = rt.block_on(left_over(&kubeconfig));
+    let down = xtask(&["cluster", "down", "--state-dir", state.to_str().unwrap()], &[]);
+    assert!(down.status.success(), "{}", text(&down));
+
+    let said = text(&run);
+    assert_eq!(run.status.code(), Some(4), "{said}");
+    assert!(said.contains("did not become ready within 15s"), "{said}");
+    assert!(said.contains("helm's last lines:") && said.contains("INSTALLATION FAILED"), "helm's output: {said}");
+    assert!(said.contains("pod dra-example-driver-kubeletplugin-") && said.contains("on node-1: Pending"), "{said}");
+    assert!(said.contains("log of plugin"), "the pod's log, or why there is none: {said}");
+    assert!(said.contains("uninstalled helm release dra-example-driver and deleted namespace"), "{said}");
+    assert!(!said.contains("PASS") && !said.contains("result:"), "no run after a failed install: {said}");
+    // 15 s of waiting, the example driver's and helm's cached binaries, the uninstall and the
+    // namespace's deletion.
+    assert!(took < Duration::from_secs(15 + 90), "bounded: took {took:?}");
+    assert_eq!(left, Vec::<String>::new(), "nothing of the install is left");
+    eprintln!("the failed install took {took:?}");
+}
+
+/// What a release leaves in a cluster: its namespace, helm's release secrets.
+async fn left_over(kubeconfig: &Path) -> Vec<String> {
+    let client = dracheck_clusters::local::client_for(kubeconfig, None).await.unwrap();
+    let mut out = Vec::new();
+    if Api::<Namespace>::all(client.clone()).get_opt("dra-example-driver").await.unwrap().is_some() {
+        out.push("namespace dra-example-driver".to_string());
+    }
+    let releases = Api::<Secret>::all(client).list(&ListParams::default().labels("owner=helm")).await.unwrap();
+    out.extend(releases.items.into_iter().map(|s| format!("release secret {}", s.metadata.name.unwrap_or_default())));
+    out
+}
+
+#[test]
+fn install_input_is_checked_before_anything_is_installed() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Never contacted: each case stops before the install.
+    let kc = tmp.path().join("kubeconfig");
+    std::fs::write(&kc, "apiVersion: v1\nkind: Config\n").unwrap();
+    let kc = kc.to_str().unwrap();
+    let out_dir = tmp.path().join("out");
+    let existing = ["conformance", "--cluster", "kubeconfig", "--kubeconfig", kc, "--out", out_dir.to_str().unwrap()];
+    let with = |more: &[&'static str]| existing.iter().copied().chain(more.iter().copied()).collect::<Vec<_>>();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["conformance", "--install", "helm", "--out", out_dir.to_str().unwrap()], 2, "into a real cluster"),
+        (with(&["--driver", "nvidia", "--install", "kustomize"]), 2, "the one installer is `helm`"),
+        (with(&["--driver", "mock", "--install", "helm"]), 2, "--chart PATH_OR_REF"),
+        (with(&["--driver", "nvidia", "--install", "helm", "--chart", "./no/such/chart"]), 2, "chart not found"),
+        (with(&["--driver", "nvidia", "--install", "helm", "--set", "novalue"]), 2, "expected KEY=VALUE"),
+        (with(&["--driver", "nvidia", "--install", "helm", "--helm", "/nonexistent/helm"]), 2, "helm is not available"),
+        (with(&["--driver", "nvidia", "--chart", "./c"]), 2, "--install"),
+    ];
+    for (args, code, needle) in cases {
+        let out = xtask(&args, &[]);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+        assert!(!text(&out).contains("installing "), "{args:?} installed something: {}", text(&out));
+    }
+}
+
+/// No helm on PATH and no Go to build one: the message names both ways out.
+#[test]
+fn a_missing_helm_that_cannot_be_built_is_named_with_the_fix() {
+    let cache = tempfile::tempdir().unwrap();
+    let kc = cache.path().join("kubeconfig");
+    std::fs::write(&kc, "apiVersion: v1\nkind: Config\n").unwrap();
+    let empty_path = cache.path().join("bin");
+    std::fs::create_dir(&empty_path).unwrap();
+    let out = xtask(
+        &[
+            "conformance",
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--driver",
+            "nvidia",
+            "--install",
+            "helm",
+            "--out",
+            cache.path().join("out").to_str().unwrap(),
+        ],
+        &[
+            ("DRACHECK_CACHE_DIR", cache.path().to_str().unwrap()),
+            ("DRACHECK_GO", "/nonexistent/go"),
+            ("PATH", empty_path.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("no Go toolchain found") && text(&out).contains("helm"), "{}", text(&out));
+    assert!(text(&out).contains("put a helm binary on PATH or pass --helm PATH"), "{}", text(&out));
+}
+
+/// kind and K3s say first whether Docker answers, before any build; with Docker, the mock
+/// (a host program of emulated nodes) is refused.
+#[test]
+fn kind_and_k3s_check_docker_first_and_refuse_the_mock() {
+    let docker = dracheck_clusters::kind::docker_daemon();
+    for provider in ["kind", "k3s"] {
+        let cache = tempfile::tempdir().unwrap();
+        let example = xtask(
+            &["conformance", "--cluster", provider, "--driver", "example"],
+            &[("DRACHECK_CACHE_DIR", cache.path().to_str().unwrap()), ("DRACHECK_GO", "/nonexistent/go")],
+        );
+        let mock = xtask(&["conformance", "--cluster", provider, "--driver", "mock"], &[]);
+        match &docker {
+            Err(why) => {
+                eprintln!("no Docker daemon ({why}): checking that --cluster {provider} stops first");
+                for out in [&example, &mock] {
+                    assert_eq!(out.status.code(), Some(3), "{provider}: {}", text(out));
+                    assert!(text(out).contains("Docker") && text(out).contains("--cluster local"), "{}", text(out));
+                    assert!(!text(out).contains("building"), "nothing is built before: {}", text(out));
+                }
+            }
+            Ok(_) => {
+                assert_eq!(mock.status.code(), Some(2), "{provider}: {}", text(&mock));
+                assert!(text(&mock).contains("cannot run the mock driver"), "{}", text(&mock));
+            }
+        }
+    }
+}
