@@ -8,7 +8,7 @@ mod pod;
 
 pub use dra::{DeviceBuilder, claim, claim_template, device, device_class, resource_slice};
 pub use node::{NODE_LABEL, node, now};
-pub use pod::{PodBuilder, pod};
+pub use pod::{PodBuilder, daemon_set, pod};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

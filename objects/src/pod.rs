@@ -1,6 +1,9 @@
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
-    Container, Pod, PodResourceClaim, PodSpec, ResourceClaim as ContainerClaim, ResourceRequirements,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodResourceClaim, PodSpec, PodTemplateSpec,
+    ResourceClaim as ContainerClaim, ResourceRequirements,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// A pod whose one container runs `command` and uses the pod's claims.
 #[derive(Debug, Clone)]
@@ -72,6 +75,31 @@ impl PodBuilder {
         self
     }
 
+    /// Runs `argv` as it is, without a shell.
+    pub fn exec(mut self, argv: &[String]) -> Self {
+        self.spec().containers[0].command = Some(argv.to_vec());
+        self
+    }
+
+    /// An environment variable from the downward API, e.g. `spec.nodeName`.
+    pub fn field_env(mut self, name: &str, field_path: &str) -> Self {
+        self.spec().containers[0].env.get_or_insert_default().push(EnvVar {
+            name: name.into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector { field_path: field_path.into(), ..Default::default() }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Restarted when it exits, as the pods of a DaemonSet must be.
+    pub fn restart_always(mut self) -> Self {
+        self.spec().restart_policy = Some("Always".into());
+        self
+    }
+
     pub fn command(mut self, script: &str) -> Self {
         self.spec().containers[0].command = Some(vec!["sh".into(), "-c".into(), script.into()]);
         self
@@ -79,5 +107,24 @@ impl PodBuilder {
 
     pub fn build(self) -> Pod {
         self.0
+    }
+}
+
+/// A DaemonSet whose pods are `pod` (its spec and labels) labelled `app=<name>` on every node
+/// that does not taint them away.
+pub fn daemon_set(namespace: &str, name: &str, pod: Pod) -> DaemonSet {
+    let labels: std::collections::BTreeMap<String, String> = [("app".to_string(), name.to_string())].into();
+    let mut template_meta = pod.metadata;
+    template_meta.name = None;
+    template_meta.namespace = None;
+    template_meta.labels.get_or_insert_default().extend(labels.clone());
+    DaemonSet {
+        metadata: crate::meta(name, Some(namespace)),
+        spec: DaemonSetSpec {
+            selector: LabelSelector { match_labels: Some(labels), ..Default::default() },
+            template: PodTemplateSpec { metadata: Some(template_meta), spec: pod.spec },
+            ..Default::default()
+        },
+        status: None,
     }
 }

@@ -153,6 +153,8 @@ pub struct ExistingRun {
     pub filter: Filter,
     pub scenario_timeout: Duration,
     pub parallel: usize,
+    /// The driver's plugin pods, for driver restarts.
+    pub driver_pods: Option<crate::engine::target::DriverPods>,
 }
 
 /// Every scenario, for `profiles`; `parallel` 0 sets no limit beyond the nodes.
@@ -238,6 +240,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
     });
     let name = cfg.adapter.name.clone();
     let mut target = Target::new(client, cfg.adapter, facts, driver, Vec::new(), None, access);
+    target.driver_pods = cfg.driver_pods;
     target.nodes = target.live_nodes().await;
     if target.nodes.is_empty() {
         return Err(unreachable(format!(

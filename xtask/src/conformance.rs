@@ -33,6 +33,14 @@ pub struct ConformanceArgs {
     /// Context of the kubeconfig to use.
     #[arg(long)]
     pub context: Option<String>,
+    /// A label selector of the installed driver's kubelet-plugin pods (a DaemonSet's): driver
+    /// restarts delete the node's pod and wait for its replacement. Without it they are skipped
+    /// outside the local cluster.
+    #[arg(long, value_name = "LABEL-SELECTOR")]
+    pub driver_pods: Option<String>,
+    /// The namespace of `--driver-pods` (default: any).
+    #[arg(long, value_name = "NS", requires = "driver_pods")]
+    pub driver_namespace: Option<String>,
     /// Profiles to check (a path or a shipped profile's name; repeatable). Default: the
     /// driver's shipped profiles.
     #[arg(long = "profile", value_name = "FILE")]
@@ -138,6 +146,14 @@ async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
     let adapter = args.driver.adapter(Some("mock"), &progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(&args, &adapter)?;
     match args.cluster.as_str() {
+        "local" if args.driver_pods.is_some() => {
+            return Err((
+                exit::BAD_INPUT,
+                "--driver-pods names the pods of a driver installed in a cluster; the local cluster runs the driver \
+                 itself and restarts it directly: drop it, or use --cluster kubeconfig"
+                    .into(),
+            ));
+        }
         "local" => {}
         "kubeconfig" => return existing(args, adapter, profiles, progress, "kubeconfig").await,
         provider @ ("kind" | "k3s") => {
@@ -249,7 +265,9 @@ async fn existing(
     let installed = if args.install.wanted()? {
         let spec = args.install.release(short, &progress).await?;
         tokio::select! {
-            r = crate::install::install(&args.install, spec, &kubeconfig, args.context.as_deref(), &progress) => Some(r?),
+            r = crate::install::install(&args.install, spec, &kubeconfig, args.context.as_deref(), &adapter.name, &progress) => {
+                Some(r?)
+            }
             _ = tokio::signal::ctrl_c() => {
                 eprintln!("dracheck: interrupted during the install; what it had made is removed");
                 return Ok(exit::INTERRUPTED);
@@ -258,7 +276,12 @@ async fn existing(
     } else {
         None
     };
+    let driver_pods = args.driver_pods.clone().map(|selector| dracheck_suites::engine::target::DriverPods {
+        namespace: args.driver_namespace.clone(),
+        selector,
+    });
     let cfg = ExistingRun {
+        driver_pods,
         kubeconfig,
         context: args.context.clone(),
         adapter,

@@ -220,6 +220,7 @@ fn conformance_refuses_bad_input_before_starting_anything() {
         ),
         (vec!["conformance", "--driver-bin", "/bin/true", "--driver-name", "x.example.com"], "ships no profiles"),
         (vec!["conformance", "--driver", "nvidia"], "runs only installed in a real cluster"),
+        (vec!["conformance", "--driver-pods", "app=x"], "the local cluster runs the driver itself"),
         (vec!["conformance", "--nvml-recording", "rec.json"], "switch of the nvidia driver"),
         (vec!["conformance", "--driver", "mock", "--driver-version", "1.0"], "--driver-version states"),
         (
@@ -329,7 +330,7 @@ fn conformance_against_an_existing_cluster_skips_what_needs_node_control() {
     assert!(stdout.contains("PASS  standard-inference   claim.compatible.allocated"), "{stdout}");
     assert!(
         stdout.contains("skip  standard-inference   driver.restart.slices-kept")
-            && stdout.contains("needs control over the nodes"),
+            && stdout.contains("--driver-pods LABEL-SELECTOR"),
         "{stdout}"
     );
     assert_eq!(unreachable.status.code(), Some(3), "{}", text(&unreachable));

@@ -4,8 +4,9 @@ mod ctx;
 pub mod runner;
 mod scenario;
 pub mod target;
+mod driver_pods;
 
 pub use ctx::Ctx;
 pub use runner::{Filter, Outcome, Plan, cleanup_run, run};
-pub use scenario::{Role, RunFn, Scenario, Tier};
+pub use scenario::{Disruption, Role, RunFn, Scenario, Tier};
 pub use target::Target;

@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::ctx::Ctx;
 use super::scenario::{Role, Scenario};
-use super::target::{NEEDS_EMULATED_NODES, Target};
+use super::target::Target;
 use crate::profile::Profile;
 use crate::result::{AllocatedDevice, GuaranteeResult, ProfileResult, Verdict};
 
@@ -267,11 +267,8 @@ async fn run_one(
     spare: Vec<String>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> (Vec<GuaranteeResult>, Vec<AllocatedDevice>) {
-    if s.disruptive && !target.can_disrupt() {
-        return (
-            ids.iter().map(|id| verdict(id, s.name, Verdict::Skip, NEEDS_EMULATED_NODES.into())).collect(),
-            Vec::new(),
-        );
+    if let Some(why) = target.cannot(s.disrupts) {
+        return (ids.iter().map(|id| verdict(id, s.name, Verdict::Skip, why.into())).collect(), Vec::new());
     }
     let profile_part = profile.map_or(String::new(), |p| format!("{}-", p.metadata.name));
     let ns = format!("dracheck-{profile_part}{}-{}", s.name.replace('_', "-"), plan.run_id);

@@ -27,6 +27,16 @@ pub enum Role {
     Removal,
 }
 
+/// What a scenario does to the cluster beyond its own objects, which not every target allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disruption {
+    None,
+    /// Restarts the driver on its node.
+    RestartsDriver,
+    /// Restarts a kubelet or removes a node.
+    ControlsNodes,
+}
+
 pub type RunFn = for<'a> fn(&'a Ctx<'a>) -> BoxFuture<'a, Result<(), String>>;
 
 pub struct Scenario {
@@ -35,8 +45,8 @@ pub struct Scenario {
     pub role: Role,
     /// Every guarantee ID the scenario may record.
     pub guarantees: &'static [&'static str],
-    /// Needs node control (restarts, removal): skipped elsewhere.
-    pub disruptive: bool,
+    /// Skipped where the target does not allow it.
+    pub disrupts: Disruption,
     pub run: RunFn,
 }
 

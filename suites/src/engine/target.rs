@@ -30,13 +30,27 @@ pub struct Target {
     /// Nodes that run the driver, in a stable order.
     pub nodes: Vec<String>,
     local: Option<Mutex<LocalCluster>>,
+    /// Where no local cluster is: the driver's pods, if named.
+    pub driver_pods: Option<DriverPods>,
 }
 
 /// Label of the Nodes the plugin tier registers for its own driver instances.
 pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
 
 /// Why a disruption cannot be done on this target.
-pub const NEEDS_EMULATED_NODES: &str = "needs control over the nodes (driver and kubelet restarts, node removal), which only the local cluster's emulated nodes give";
+pub const NEEDS_EMULATED_NODES: &str = "needs control over the nodes (kubelet restarts, node removal), which only the local cluster's emulated nodes give";
+/// Why an installed driver cannot be restarted.
+pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
+
+/// The pods of an installed driver's kubelet plugin (a DaemonSet's): the suite restarts the
+/// driver on a node by deleting the node's pod.
+#[derive(Clone, Debug)]
+pub struct DriverPods {
+    /// `None`: any namespace.
+    pub namespace: Option<String>,
+    /// A label selector, e.g. `app.kubernetes.io/name=my-driver`.
+    pub selector: String,
+}
 
 impl Target {
     pub fn new(
@@ -48,7 +62,7 @@ impl Target {
         local: Option<LocalCluster>,
         plugin: Option<PluginAccess>,
     ) -> Target {
-        Target { client, adapter, plugin, cluster, driver, nodes, local: local.map(Mutex::new) }
+        Target { client, adapter, plugin, cluster, driver, nodes, local: local.map(Mutex::new), driver_pods: None }
     }
 
     /// Nodes that exist and carry slices of the driver, except the plugin tier's own, sorted:
@@ -81,8 +95,16 @@ impl Target {
         if live.is_empty() { self.nodes.clone() } else { live }
     }
 
-    pub fn can_disrupt(&self) -> bool {
-        self.local.is_some()
+    /// Why this target does not allow `d`, if it does not.
+    pub fn cannot(&self, d: crate::engine::Disruption) -> Option<&'static str> {
+        use crate::engine::Disruption;
+        match d {
+            _ if self.local.is_some() => None,
+            Disruption::None => None,
+            Disruption::RestartsDriver if self.driver_pods.is_some() => None,
+            Disruption::RestartsDriver => Some(NEEDS_DRIVER_PODS),
+            Disruption::ControlsNodes => Some(NEEDS_EMULATED_NODES),
+        }
     }
 
     /// The local cluster back, for teardown.
@@ -99,6 +121,9 @@ impl Target {
 
     /// Graceful stop and start of the driver's plugin on `node`; returns the downtime.
     pub async fn restart_driver(&self, node: &str) -> Result<Duration, String> {
+        if let (None, Some(pods)) = (&self.local, &self.driver_pods) {
+            return super::driver_pods::restart(&self.client, pods, node).await;
+        }
         let mut local = self.local().await?;
         let driver = local.driver_mut(node).ok_or_else(|| format!("no driver runs on {node}"))?;
         let started = std::time::Instant::now();
@@ -120,6 +145,9 @@ impl Target {
 
     /// The driver's log tail on `node`, for evidence.
     pub async fn driver_log(&self, node: &str, lines: usize) -> Option<String> {
+        if let (None, Some(pods)) = (&self.local, &self.driver_pods) {
+            return super::driver_pods::log_tail(&self.client, pods, node, lines).await;
+        }
         let local = self.local.as_ref()?.lock().await;
         local.drivers().iter().find(|d| d.node == node).map(|d| d.log_tail(lines))
     }

@@ -6,6 +6,7 @@
 pub mod cdi;
 pub mod config;
 mod dra;
+mod env;
 mod events;
 mod heartbeat;
 mod logs;

@@ -197,19 +197,16 @@ impl PodWorker {
 
     fn container_specs(&self, pod: &Pod, claims: &[PodClaim]) -> Result<Vec<ContainerSpec>, String> {
         let spec = pod.spec.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
         let mut out = Vec::new();
         for c in &spec.containers {
-            let mut argv = c.command.clone().unwrap_or_default();
-            argv.extend(c.args.clone().unwrap_or_default());
+            let mut env = super::env::environment(pod, c, &self.cfg.name, &self.cfg.ip.to_string())?;
+            let argv: Vec<String> = c.command.iter().chain(c.args.iter()).flatten().map(|a| super::env::expand(a, &env)).collect();
             if argv.is_empty() {
                 return Err(format!(
                     "Error: container {} has no command; emulated nodes run the command on the host and know no image entrypoints",
                     c.name
                 ));
             }
-            let mut env = vec![("HOSTNAME".to_string(), name.clone())];
-            env.extend(c.env.iter().flatten().filter_map(|e| e.value.clone().map(|v| (e.name.clone(), v))));
             let mut ids = Vec::new();
             for used in c.resources.as_ref().and_then(|r| r.claims.clone()).unwrap_or_default() {
                 let Some(claim) = claims.iter().find(|pc| pc.name == used.name) else { continue };

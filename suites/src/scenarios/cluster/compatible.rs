@@ -12,7 +12,7 @@ pub static SCENARIO: Scenario = Scenario {
     tier: Tier::Cluster,
     role: Role::General,
     guarantees: &[ids::CLAIM_COMPATIBLE_ALLOCATED, ids::WORKLOAD_SEES_DEVICES],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

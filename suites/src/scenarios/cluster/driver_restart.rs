@@ -17,7 +17,7 @@ pub static SCENARIO: Scenario = Scenario {
         ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
         ids::DRIVER_RESTART_SLICES_KEPT,
     ],
-    disruptive: true,
+    disrupts: crate::engine::Disruption::RestartsDriver,
     run: crate::scenario_fn!(run),
 };
 

@@ -12,7 +12,7 @@ pub static SCENARIO: Scenario = Scenario {
     tier: Tier::Cluster,
     role: Role::Exhaustion,
     guarantees: &[ids::CAPACITY_RECOVERED],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

@@ -26,7 +26,7 @@ pub static SCENARIO: Scenario = Scenario {
         ids::CLAIM_IMPOSSIBLE_CAPACITY,
         ids::CLAIM_IMPOSSIBLE_EXPLAINED,
     ],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

@@ -12,7 +12,7 @@ pub static SCENARIO: Scenario = Scenario {
     tier: Tier::Cluster,
     role: Role::General,
     guarantees: &[ids::ISOLATION_EXCLUSIVE, ids::ISOLATION_SHARED],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

@@ -17,7 +17,7 @@ pub static SCENARIO: Scenario = Scenario {
         ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
         ids::LIFECYCLE_UNPREPARED,
     ],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

@@ -12,7 +12,7 @@ pub static SCENARIO: Scenario = Scenario {
     tier: Tier::Cluster,
     role: Role::General,
     guarantees: &[ids::LIMITS_MAX_DEVICES_PER_CLAIM],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

@@ -17,7 +17,7 @@ pub static SCENARIO: Scenario = Scenario {
         ids::NODE_REMOVAL_CLAIMS_DEALLOCATED,
         ids::NODE_REMOVAL_CAPACITY_ELSEWHERE,
     ],
-    disruptive: true,
+    disrupts: crate::engine::Disruption::ControlsNodes,
     run: crate::scenario_fn!(run),
 };
 

@@ -13,7 +13,7 @@ pub static SCENARIO: Scenario = Scenario {
     tier: Tier::Cluster,
     role: Role::Restarts,
     guarantees: &[ids::NODE_RESTART_REPREPARED_IDEMPOTENTLY],
-    disruptive: true,
+    disrupts: crate::engine::Disruption::ControlsNodes,
     run: crate::scenario_fn!(run),
 };
 

@@ -8,7 +8,7 @@ pub static SCENARIO: Scenario = Scenario {
     tier: Tier::Cluster,
     role: Role::General,
     guarantees: &[ids::VERSIONS_KUBERNETES, ids::VERSIONS_DRIVER],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

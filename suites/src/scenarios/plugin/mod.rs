@@ -50,7 +50,7 @@ macro_rules! plugin_scenario {
             tier: $crate::engine::Tier::Plugin,
             role: $crate::engine::Role::General,
             guarantees: &[$($id),+],
-            disruptive: false,
+            disrupts: $crate::engine::Disruption::None,
             run: $crate::scenario_fn!(run),
         };
 

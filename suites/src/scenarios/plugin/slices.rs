@@ -18,7 +18,7 @@ pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
     tier: crate::engine::Tier::Plugin,
     role: crate::engine::Role::General,
     guarantees: &[MATCH, OWNED],
-    disruptive: false,
+    disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
 

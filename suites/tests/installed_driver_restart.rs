@@ -1,0 +1,109 @@
+//! Driver restarts of an installed driver (`--cluster kubeconfig --driver-pods SELECTOR`): the
+//! suite deletes the plugin's pod on the node and its DaemonSet makes a new one, as an operator
+//! or an upgrade restarts it. Here the DaemonSet runs the mock on the local cluster's emulated
+//! nodes, which run a pod's command on the host with the downward API's node name; a mock
+//! that wipes its slices and resets its devices on start fails the restart guarantees.
+
+use std::time::Duration;
+
+use dracheck_clusters::local::Progress;
+use dracheck_clusters::{LocalCluster, LocalClusterOptions};
+use dracheck_suites::adapters::{self, MOCK_DRIVER};
+use dracheck_suites::engine::Filter;
+use dracheck_suites::engine::target::DriverPods;
+use dracheck_suites::local_run::{self, ExistingRun};
+use dracheck_suites::profile::ids::*;
+use dracheck_suites::result::{RunResult, Verdict};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, ListParams};
+
+const NODES: usize = 2;
+
+/// The mock as a DaemonSet: one argv for every node, the node's dirs found through
+/// `$(NODE_NAME)`.
+fn mock_daemon_set(cluster: &LocalCluster, mock: &std::path::Path, faults: &[&str]) -> DaemonSet {
+    let node = cluster.nodes()[0].config().clone();
+    let per_node = |p: std::path::PathBuf| p.display().to_string().replace(&node.name, "$(NODE_NAME)");
+    let mut argv = vec![
+        mock.display().to_string(),
+        format!("--driver-name={MOCK_DRIVER}"),
+        "--node-name=$(NODE_NAME)".into(),
+        format!("--kubeconfig={}", cluster.kubeconfig().display()),
+        format!("--inventory={}", adapters::mock_default_inventory().display()),
+        format!("--registrar-dir={}", per_node(node.registry_dir())),
+        format!("--plugin-dir={}", per_node(node.plugins_dir().join(MOCK_DRIVER))),
+        format!("--cdi-dir={}", per_node(node.cdi_dir())),
+    ];
+    argv.extend(faults.iter().map(|f| format!("--fault={f}")));
+    let pod = dracheck_objects::pod("default", "plugin")
+        .exec(&argv)
+        .field_env("NODE_NAME", "spec.nodeName")
+        .restart_always()
+        .build();
+    dracheck_objects::daemon_set("default", "dracheck-mock", pod)
+}
+
+async fn run(label: &'static str, faults: &[&str]) -> RunResult {
+    let progress = Progress::to(move |l| eprintln!("[{label}] {l}"));
+    let mut cluster =
+        LocalCluster::start(LocalClusterOptions { progress: progress.clone(), ..LocalClusterOptions::from_env() })
+            .await
+            .expect("the local cluster starts");
+    cluster.add_nodes(NODES).await.expect("nodes start");
+    let mock = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock builds");
+    let ds: Api<DaemonSet> = Api::namespaced(cluster.client(), "default");
+    ds.create(&Default::default(), &mock_daemon_set(&cluster, &mock, faults)).await.expect("the DaemonSet is created");
+    let slices: Api<ResourceSlice> = Api::all(cluster.client());
+    let lp = ListParams::default().fields(&format!("spec.driver={MOCK_DRIVER}"));
+    let mut published = false;
+    for _ in 0..240 {
+        if slices.list(&lp).await.is_ok_and(|l| l.items.len() >= NODES) {
+            published = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(published, "the DaemonSet's mock published no slices on every node within 60s");
+
+    let faults: Vec<String> = faults.iter().map(|f| f.to_string()).collect();
+    let adapter = adapters::mock_adapter(&mock, &adapters::mock_default_inventory(), &faults).expect("the adapter");
+    let profile = dracheck_suites::profile::shipped("mock")
+        .into_iter()
+        .find(|p| p.ends_with("standard-inference.yaml"))
+        .expect("the mock ships standard-inference");
+    let loaded = dracheck_suites::profile::load(&profile).expect("it loads");
+    let cfg = ExistingRun {
+        kubeconfig: cluster.kubeconfig().to_path_buf(),
+        context: None,
+        adapter,
+        profiles: vec![(profile, loaded)],
+        filter: Filter { only: vec!["driver.restart.*".into()], skip: Vec::new() },
+        scenario_timeout: Duration::from_secs(240),
+        parallel: 0,
+        driver_pods: Some(DriverPods { namespace: Some("default".into()), selector: "app=dracheck-mock".into() }),
+    };
+    let result = local_run::run_existing(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).unwrap();
+    cluster.stop();
+    result
+}
+
+fn verdict(r: &RunResult, id: &str) -> (Verdict, String) {
+    r.all().find(|g| g.id == id).map(|g| (g.verdict, g.reason.clone())).unwrap_or_else(|| panic!("{id} was not run"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_installed_driver_is_restarted_through_its_daemon_set() {
+    let (good, broken) =
+        tokio::join!(run("restart", &[]), run("restart-broken", &["wipe-slices-on-start", "reset-devices-on-start"]));
+    for id in [DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, DRIVER_RESTART_NEW_CLAIMS_WORK, DRIVER_RESTART_SLICES_KEPT] {
+        let (v, why) = verdict(&good, id);
+        assert_eq!(v, Verdict::Pass, "{id}: {why}");
+    }
+    let (_, kept) = verdict(&good, DRIVER_RESTART_SLICES_KEPT);
+    assert!(kept.contains("restart"), "{kept}");
+    for id in [DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, DRIVER_RESTART_SLICES_KEPT] {
+        let (v, why) = verdict(&broken, id);
+        assert_eq!(v, Verdict::Fail, "{id}: {why}");
+    }
+}
