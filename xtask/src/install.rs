@@ -30,7 +30,8 @@ pub struct InstallArgs {
     /// The helm binary (default: helm on PATH, else helm v4 built from its Go module).
     #[arg(long, value_name = "PATH")]
     pub helm: Option<PathBuf>,
-    /// Seconds the driver's release may take to become ready (helm install --wait).
+    /// Seconds the driver's release may take to become ready (helm install --wait), and then
+    /// to publish its ResourceSlices.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub install_timeout: u64,
 }
@@ -146,20 +147,42 @@ impl InstallArgs {
     }
 }
 
-/// Installs `spec` into the cluster of `kubeconfig` (and `context`) with the chosen helm.
+/// Installs `spec` into the cluster of `kubeconfig` (and `context`) with the chosen helm, and
+/// waits a while for `driver`'s ResourceSlices.
 pub async fn install(
     args: &InstallArgs,
     spec: ReleaseSpec,
     kubeconfig: &Path,
     context: Option<&str>,
+    driver: &str,
     progress: &Progress,
 ) -> Result<Installed, Early> {
     let helm = Helm::locate(args.helm.as_deref(), progress).await.map_err(cluster)?;
     let target = Target { kubeconfig: kubeconfig.to_path_buf(), context: context.map(str::to_string) };
-    helm::install(&helm, spec, target, progress).await.map_err(|e| match e {
+    let installed = helm::install(&helm, spec, target.clone(), progress).await.map_err(|e| match e {
         ClusterError::InstallFailed(_) => (exit::INSTALL_FAILED, e.to_string()),
         other => cluster(other),
-    })
+    })?;
+    await_slices(&target, driver, Duration::from_secs(args.install_timeout), progress).await;
+    Ok(installed)
+}
+
+/// A ready kubelet-plugin pod may not have published yet, and the run begins by reading what
+/// the driver published. Without slices after the wait the run goes on and says so itself.
+async fn await_slices(target: &Target, driver: &str, wait: Duration, progress: &Progress) {
+    use k8s_openapi::api::resource::v1::ResourceSlice;
+    let Ok(client) = target.client().await else { return };
+    let slices: kube::Api<ResourceSlice> = kube::Api::all(client);
+    let deadline = std::time::Instant::now() + wait;
+    progress.line(format!("waiting for the ResourceSlices of {driver}"));
+    while std::time::Instant::now() < deadline {
+        if let Ok(list) = slices.list(&Default::default()).await
+            && list.items.iter().any(|s| s.spec.driver == driver)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Removes a release after the run, saying what was done or what is left.

@@ -63,7 +63,7 @@ fn a_release_that_never_gets_ready_is_reported_and_removed() {
         &[],
     );
     let took = started.elapsed();
-    let left = rt.block_on(left_over(&kubeconfig));
+    let left = rt.block_on(left_over(&kubeconfig, "dra-example-driver"));
     let down = xtask(&["cluster", "down", "--state-dir", state.to_str().unwrap()], &[]);
     assert!(down.status.success(), "{}", text(&down));
 
@@ -83,15 +83,75 @@ fn a_release_that_never_gets_ready_is_reported_and_removed() {
 }
 
 /// What a release leaves in a cluster: its namespace, helm's release secrets.
-async fn left_over(kubeconfig: &Path) -> Vec<String> {
+async fn left_over(kubeconfig: &Path, namespace: &str) -> Vec<String> {
     let client = dracheck_clusters::local::client_for(kubeconfig, None).await.unwrap();
     let mut out = Vec::new();
-    if Api::<Namespace>::all(client.clone()).get_opt("dra-example-driver").await.unwrap().is_some() {
-        out.push("namespace dra-example-driver".to_string());
+    if Api::<Namespace>::all(client.clone()).get_opt(namespace).await.unwrap().is_some() {
+        out.push(format!("namespace {namespace}"));
     }
     let releases = Api::<Secret>::all(client).list(&ListParams::default().labels("owner=helm")).await.unwrap();
     out.extend(releases.items.into_iter().map(|s| format!("release secret {}", s.metadata.name.unwrap_or_default())));
     out
+}
+
+/// A chart of one ConfigMap, ready at once anywhere. JSON is YAML, so the chart is written
+/// from values rather than kept as text.
+fn probe_chart(dir: &Path) {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    let chart = serde_json::json!({ "apiVersion": "v2", "name": "dracheck-probe", "version": "0.1.0" });
+    std::fs::write(dir.join("Chart.yaml"), chart.to_string()).unwrap();
+    let config_map = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "probe" }, "data": { "a": "b" },
+    });
+    std::fs::write(dir.join("templates/configmap.yaml"), config_map.to_string()).unwrap();
+}
+
+/// `--chart` with the mock running on the nodes: the release is installed, the run runs,
+/// and the release and its namespace are gone afterwards.
+#[test]
+fn a_release_is_installed_for_the_run_and_removed_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let up = xtask(&["cluster", "up", "--state-dir", state.to_str().unwrap(), "--nodes", "1", "--driver", "mock"], &[]);
+    assert!(up.status.success(), "{}", text(&up));
+    let kubeconfig = state.join("admin.kubeconfig");
+    let chart = tmp.path().join("dracheck-probe");
+    probe_chart(&chart);
+    let run = xtask(
+        &[
+            "conformance",
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--driver",
+            "mock",
+            "--install",
+            "helm",
+            "--chart",
+            chart.to_str().unwrap(),
+            "--profile",
+            "standard-inference",
+            "--only",
+            "versions.*",
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+        ],
+        &[],
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let left = rt.block_on(left_over(&kubeconfig, "dracheck-probe"));
+    let down = xtask(&["cluster", "down", "--state-dir", state.to_str().unwrap()], &[]);
+    assert!(down.status.success(), "{}", text(&down));
+
+    let said = text(&run);
+    assert!(run.status.success(), "{said}");
+    assert!(said.contains("helm release dracheck-probe is ready"), "{said}");
+    assert!(said.contains("PASS  standard-inference   versions.kubernetes"), "the run ran: {said}");
+    let ready = said.find("is ready").unwrap();
+    let removed = said.find("uninstalled helm release dracheck-probe and deleted namespace dracheck-probe");
+    assert!(removed.is_some_and(|r| r > ready), "removed after the run: {said}");
+    assert_eq!(left, Vec::<String>::new(), "nothing of the install is left");
 }
 
 #[test]

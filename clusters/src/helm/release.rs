@@ -273,6 +273,13 @@ async fn run(helm: &Helm, args: &[String], limit: Duration) -> (std::result::Res
     }
 }
 
+impl Target {
+    /// A client for the cluster, on the calling runtime.
+    pub async fn client(&self) -> Result<kube::Client> {
+        client(self).await
+    }
+}
+
 /// A client for `target`, on the calling runtime.
 async fn client(target: &Target) -> Result<kube::Client> {
     let io = |e: String| ClusterError::Io {
