@@ -54,8 +54,9 @@ impl Workload {
 /// published (devices per node) matches what the machine running the suite sees of its own
 /// hardware. `Ok(Ok(summary))`: it does; `Ok(Err(differences))`: it does not; `Err(reason)`:
 /// the check cannot be made here.
-pub type HostInventory =
-    Arc<dyn Fn(&std::collections::BTreeMap<String, Vec<Device>>) -> Result<Result<String, String>, String> + Send + Sync>;
+pub type HostInventory = Arc<
+    dyn Fn(&std::collections::BTreeMap<String, Vec<Device>>) -> Result<Result<String, String>, String> + Send + Sync,
+>;
 
 /// What the suite knows about a driver beyond how to start it.
 #[derive(Clone)]

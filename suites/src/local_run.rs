@@ -180,7 +180,10 @@ fn driver_facts(adapter: &Adapter) -> DriverFacts {
     DriverFacts {
         name: adapter.name.clone(),
         version: adapter.version.clone(),
-        artifact: adapter.spec.as_ref().map_or_else(|| "installed in the cluster".into(), |s| s.program.display().to_string()),
+        artifact: adapter
+            .spec
+            .as_ref()
+            .map_or_else(|| "installed in the cluster".into(), |s| s.program.display().to_string()),
     }
 }
 

@@ -56,10 +56,13 @@ fn published(rec: &Recording) -> Vec<Device> {
         .map(|mut d| {
             let attrs = d.attributes.get_or_insert_default();
             for (name, value) in [("brand", "Nvidia"), ("architecture", "Hopper")] {
-                attrs.insert(name.into(), k8s_openapi::api::resource::v1::DeviceAttribute {
-                    string: Some(value.into()),
-                    ..Default::default()
-                });
+                attrs.insert(
+                    name.into(),
+                    k8s_openapi::api::resource::v1::DeviceAttribute {
+                        string: Some(value.into()),
+                        ..Default::default()
+                    },
+                );
             }
             d
         })
@@ -96,9 +99,10 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
     let inventory = work.path().join("inventory.yaml");
     std::fs::write(&inventory, dracheck_mock_driver::inventory::render(&published(&rec))).unwrap();
 
-    let mut cluster = LocalCluster::start(LocalClusterOptions { progress: progress.clone(), ..LocalClusterOptions::from_env() })
-        .await
-        .expect("the local cluster starts");
+    let mut cluster =
+        LocalCluster::start(LocalClusterOptions { progress: progress.clone(), ..LocalClusterOptions::from_env() })
+            .await
+            .expect("the local cluster starts");
     cluster.add_nodes(NODES).await.expect("nodes start");
     let first_node = cluster.nodes()[0].name().to_string();
     let opts = NvidiaOptions {
@@ -149,6 +153,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         filter: Filter::default(),
         scenario_timeout: Duration::from_secs(240),
         parallel: 0,
+        driver_pods: None,
     };
     let result = local_run::run_existing(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).unwrap();
     cluster.stop();

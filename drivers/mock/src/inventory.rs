@@ -270,7 +270,9 @@ impl DeviceSpec {
 /// An inventory file that gives every node `devices` (as a ResourceSlice publishes them),
 /// so that the mock can stand in for another driver's inventory.
 pub fn render(devices: &[Device]) -> String {
-    let mut out = String::from("apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\ngroups:\n  - nodes: [\"*\"]\n    devices:\n");
+    let mut out = String::from(
+        "apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\ngroups:\n  - nodes: [\"*\"]\n    devices:\n",
+    );
     for d in devices {
         out.push_str(&format!("      - name: {}\n", d.name));
         if let Some(attrs) = d.attributes.as_ref().filter(|a| !a.is_empty()) {

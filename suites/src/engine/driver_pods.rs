@@ -36,7 +36,8 @@ pub async fn restart(client: &kube::Client, pods: &DriverPods, node: &str) -> Re
     let old = on_node(client, pods, node).await?.into_iter().find(ready).ok_or_else(|| {
         format!("no ready pod matching {:?} runs on {node}: check --driver-pods and --driver-namespace", pods.selector)
     })?;
-    let (name, ns) = (old.metadata.name.clone().unwrap_or_default(), old.metadata.namespace.clone().unwrap_or_default());
+    let (name, ns) =
+        (old.metadata.name.clone().unwrap_or_default(), old.metadata.namespace.clone().unwrap_or_default());
     let old_uid = old.metadata.uid.clone();
     let started = Instant::now();
     Api::<Pod>::namespaced(client.clone(), &ns)

@@ -1,10 +1,10 @@
 //! The run engine and what scenarios are written against.
 
 mod ctx;
+mod driver_pods;
 pub mod runner;
 mod scenario;
 pub mod target;
-mod driver_pods;
 
 pub use ctx::Ctx;
 pub use runner::{Filter, Outcome, Plan, cleanup_run, run};

@@ -38,7 +38,8 @@ pub struct Target {
 pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
 
 /// Why a disruption cannot be done on this target.
-pub const NEEDS_EMULATED_NODES: &str = "needs control over the nodes (kubelet restarts, node removal), which only the local cluster's emulated nodes give";
+pub const NEEDS_EMULATED_NODES: &str =
+    "needs control over the nodes (kubelet restarts, node removal), which only the local cluster's emulated nodes give";
 /// Why an installed driver cannot be restarted.
 pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
 

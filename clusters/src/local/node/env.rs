@@ -5,7 +5,12 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 /// `container`'s environment in `pod` on the node `node` at `node_ip`, after `HOSTNAME`.
-pub fn environment(pod: &Pod, container: &Container, node: &str, node_ip: &str) -> Result<Vec<(String, String)>, String> {
+pub fn environment(
+    pod: &Pod,
+    container: &Container,
+    node: &str,
+    node_ip: &str,
+) -> Result<Vec<(String, String)>, String> {
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let mut env = vec![("HOSTNAME".to_string(), pod_name.clone())];
     for e in container.env.iter().flatten() {

@@ -200,7 +200,8 @@ impl PodWorker {
         let mut out = Vec::new();
         for c in &spec.containers {
             let mut env = super::env::environment(pod, c, &self.cfg.name, &self.cfg.ip.to_string())?;
-            let argv: Vec<String> = c.command.iter().chain(c.args.iter()).flatten().map(|a| super::env::expand(a, &env)).collect();
+            let argv: Vec<String> =
+                c.command.iter().chain(c.args.iter()).flatten().map(|a| super::env::expand(a, &env)).collect();
             if argv.is_empty() {
                 return Err(format!(
                     "Error: container {} has no command; emulated nodes run the command on the host and know no image entrypoints",

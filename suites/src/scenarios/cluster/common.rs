@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use kube::api::{Api, ListParams, LogParams};
 use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, ListParams, LogParams};
 
 use crate::adapters::DeviceKey;
 
