@@ -63,7 +63,8 @@ async fn inventory(args: &InventoryArgs) -> Result<u8, (u8, String)> {
     }
     let node = match &args.node {
         Some(n) => n.clone(),
-        None => dracheck_nvidia::host::host_name().ok_or((exit::BAD_INPUT, "cannot tell this host's name; pass --node NAME".to_string()))?,
+        None => dracheck_nvidia::host::host_name()
+            .ok_or((exit::BAD_INPUT, "cannot tell this host's name; pass --node NAME".to_string()))?,
     };
     let client = crate::explain::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let published = published(&client, &node).await?;
@@ -86,7 +87,11 @@ fn nvml_view(args: &InventoryArgs) -> Result<Recording, (u8, String)> {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| (exit::BAD_INPUT, format!("cannot read {}: {e}", path.display())))
             .and_then(|t| Recording::parse(&t).map_err(|e| (exit::BAD_INPUT, format!("{}: {e}", path.display())))),
-        None => dracheck_nvidia::nvml::read(&format!("recorded on {}", dracheck_nvidia::host::host_name().unwrap_or_default())).map_err(|e| {
+        None => dracheck_nvidia::nvml::read(&format!(
+            "recorded on {}",
+            dracheck_nvidia::host::host_name().unwrap_or_default()
+        ))
+        .map_err(|e| {
             (
                 exit::CLUSTER_DOWN,
                 format!("{e}. Run this on the GPU node, or compare a recording made there with --nvml-recording FILE"),

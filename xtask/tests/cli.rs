@@ -223,10 +223,7 @@ fn conformance_refuses_bad_input_before_starting_anything() {
         (vec!["conformance", "--driver-pods", "app=x"], "the local cluster runs the driver itself"),
         (vec!["conformance", "--nvml-recording", "rec.json"], "switch of the nvidia driver"),
         (vec!["conformance", "--driver", "mock", "--driver-version", "1.0"], "--driver-version states"),
-        (
-            vec!["conformance", "--driver", "nvidia", "--nvml-recording", "/nonexistent.json"],
-            "does not exist",
-        ),
+        (vec!["conformance", "--driver", "nvidia", "--nvml-recording", "/nonexistent.json"], "does not exist"),
     ];
     for (args, needle) in cases {
         let out = xtask(&args, &[]);
@@ -457,7 +454,8 @@ fn a_misnamed_or_silent_plugin_is_named_within_a_bounded_time() {
     // One that stays up but never registers: the wait for its slices ends, the shell and its
     // sleep are stopped.
     let marker = format!("--driver-arg={}/never-a-plugin", tmp.path().display());
-    let mut silent = vec!["conformance", "--driver-bin", "/bin/sh", "--driver-arg=-c", "--driver-arg=sleep 3600", &marker];
+    let mut silent =
+        vec!["conformance", "--driver-bin", "/bin/sh", "--driver-arg=-c", "--driver-arg=sleep 3600", &marker];
     silent.extend(common);
     let out = xtask(&silent, &[]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
