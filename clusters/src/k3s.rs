@@ -122,11 +122,10 @@ impl Drop for K3sCluster {
         if self.stopped {
             return;
         }
-        // A started container goes with its handle (testcontainers removes it on drop); one
-        // that never got a handle is removed by name.
-        if self.container.take().is_none()
-            && let Err(left) = remove_by_name(&self.name)
-        {
+        // Removed by its name with the docker CLI, which needs no async runtime (this may run
+        // while a panic unwinds); testcontainers' own removal on drop is then not needed.
+        std::mem::forget(self.container.take());
+        if let Err(left) = remove_by_name(&self.name) {
             eprintln!("dracheck: {left}");
         }
     }
