@@ -279,6 +279,55 @@ mod tests {
         assert!(nodes.iter().all(|n| n["image"] == "kindest/node:v1.37.2"));
     }
 
+    /// A stand-in for kind that records its calls and fails `create` as kind does.
+    fn fake_kind(dir: &Path, create_fails: bool) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let log = dir.join("calls");
+        let program = dir.join("kind");
+        let create = if create_fails {
+            "echo 'Creating cluster \"x\" ...'; echo 'ERROR: failed to create cluster: image not present' >&2; exit 1"
+        } else {
+            "exit 0"
+        };
+        let script =
+            format!("#!/bin/sh\necho \"$@\" >> {}\nif [ \"$1\" = create ]; then {create}; fi\nexit 0\n", log.display());
+        std::fs::write(&program, script).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (program, log)
+    }
+
+    #[tokio::test]
+    async fn a_failed_create_says_what_kind_said_and_deletes_what_it_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kind, log) = fake_kind(tmp.path(), true);
+        let release = default_release();
+        let wait = Duration::from_secs(5);
+        let err = match KindCluster::create(&kind, "dracheck-t1", release, "", 1, wait, &Progress::quiet()).await {
+            Err(e) => e,
+            Ok(_) => panic!("the create fails"),
+        };
+        assert_eq!(err.exit_code(), crate::EXIT_CLUSTER_DOWN);
+        let msg = err.to_string();
+        assert!(msg.contains("image not present") && msg.contains("kindest/node:v1.37.2"), "{msg}");
+        let calls = std::fs::read_to_string(&log).unwrap();
+        assert!(calls.lines().any(|l| l.starts_with("delete cluster --name dracheck-t1")), "{calls}");
+    }
+
+    #[tokio::test]
+    async fn a_cluster_is_deleted_when_its_handle_goes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kind, log) = fake_kind(tmp.path(), false);
+        let wait = Duration::from_secs(5);
+        let cluster = KindCluster::create(&kind, "dracheck-t2", default_release(), "", 0, wait, &Progress::quiet())
+            .await
+            .unwrap();
+        let config = cluster.kubeconfig().with_file_name("kind.yaml");
+        assert!(std::fs::read_to_string(&config).unwrap().contains("kind: Cluster"), "the config is written");
+        drop(cluster);
+        let calls = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(calls.lines().filter(|l| l.starts_with("delete cluster --name dracheck-t2")).count(), 1, "{calls}");
+    }
+
     #[test]
     fn create_writes_the_kubeconfig_beside_the_config_and_bounds_the_wait() {
         let args = create_args(
