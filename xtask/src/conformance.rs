@@ -131,11 +131,13 @@ fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathB
     Ok(out)
 }
 
-async fn conformance(args: ConformanceArgs) -> Result<u8, Early> {
+async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     let progress = Progress::stderr();
     // kind and k3s say first whether Docker answers, before anything is built.
     if let provider @ ("kind" | "k3s") = args.cluster.as_str() {
         crate::providers::preflight(provider, &args.driver)?;
+        // Their clusters start empty: the driver is always installed.
+        args.install.install.get_or_insert_with(|| "helm".into());
     }
     if args.install.wanted()? && args.cluster == "local" {
         let msg = "--install helm installs the driver into a real cluster: use it with --cluster kubeconfig, kind or \
@@ -224,7 +226,6 @@ async fn container_cluster(
     let release = release.map_err(crate::install::cluster)?;
     let gates =
         dracheck_clusters::local::validate_feature_gates(&args.feature_gates).map_err(crate::install::cluster)?;
-    args.install.install = Some("helm".into());
     // The chart and helm are ready before the cluster exists, which then waits on no build.
     args.install.release(adapter.short, &progress).await?;
     let helm = args.install.helm.as_deref();

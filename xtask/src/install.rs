@@ -22,10 +22,10 @@ pub struct InstallArgs {
     pub install: Option<String>,
     /// The chart to install instead of the driver's own: a directory, an archive or a
     /// reference such as oci://….
-    #[arg(long, value_name = "PATH_OR_REF", requires = "install")]
+    #[arg(long, value_name = "PATH_OR_REF")]
     pub chart: Option<String>,
     /// A chart value for `helm install --set` (repeatable), e.g. --set kubeletPlugin.numDevices=4.
-    #[arg(long = "set", value_name = "KEY=VALUE", requires = "install")]
+    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub values: Vec<String>,
     /// The helm binary (default: helm on PATH, else helm v4 built from its Go module).
     #[arg(long, value_name = "PATH")]
@@ -81,6 +81,10 @@ impl InstallArgs {
     /// `--install` as given: `Ok(true)` for helm.
     pub fn wanted(&self) -> Result<bool, Early> {
         match self.install.as_deref() {
+            None if self.chart.is_some() || !self.values.is_empty() => Err((
+                exit::BAD_INPUT,
+                "--chart and --set choose what --install helm installs: add --install helm".into(),
+            )),
             None => Ok(false),
             Some("helm") => Ok(true),
             Some(other) => Err((exit::BAD_INPUT, format!("--install {other}: the one installer is `helm`"))),

@@ -171,7 +171,7 @@ fn install_input_is_checked_before_anything_is_installed() {
         (with(&["--driver", "nvidia", "--install", "helm", "--chart", "./no/such/chart"]), 2, "chart not found"),
         (with(&["--driver", "nvidia", "--install", "helm", "--set", "novalue"]), 2, "expected KEY=VALUE"),
         (with(&["--driver", "nvidia", "--install", "helm", "--helm", "/nonexistent/helm"]), 2, "helm is not available"),
-        (with(&["--driver", "nvidia", "--chart", "./c"]), 2, "--install"),
+        (with(&["--driver", "nvidia", "--chart", "./c"]), 2, "add --install helm"),
     ];
     for (args, code, needle) in cases {
         let out = xtask(&args, &[]);
@@ -241,4 +241,95 @@ fn kind_and_k3s_check_docker_first_and_refuse_the_mock() {
             }
         }
     }
+}
+
+/// The whole `--cluster kind` flow without Docker: stand-ins for `docker` (a daemon that
+/// answers) and `kind` (whose cluster is a local one with the mock on its node) put on PATH.
+/// The cluster is created, the chart installed, the run made, the release removed and the
+/// cluster deleted, in that order.
+#[test]
+fn the_kind_flow_creates_installs_runs_and_deletes_in_order() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let state = tmp.path().join("state");
+    let log = tmp.path().join("kind-calls");
+    let xtask_bin = env!("CARGO_BIN_EXE_xtask");
+    let kind = format!(
+        "#!/bin/sh\necho \"$@\" >> {log}\ncase \"$1\" in\ncreate)\n  while [ $# -gt 0 ]; do [ \"$1\" = --kubeconfig ] && kc=\"$2\"; shift; done\n  \
+         {xtask_bin} cluster up --state-dir {state} --nodes 1 --driver mock >/dev/null 2>&1 || exit 1\n  \
+         cp {state}/admin.kubeconfig \"$kc\";;\ndelete)\n  {xtask_bin} cluster down --state-dir {state} >/dev/null 2>&1;;\nesac\n",
+        log = log.display(),
+        state = state.display(),
+    );
+    let docker = "#!/bin/sh\necho 27.0.0-stand-in\n";
+    for (name, script) in [("kind", kind.as_str()), ("docker", docker)] {
+        std::fs::write(bin.join(name), script).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let chart = tmp.path().join("dracheck-probe");
+    probe_chart(&chart);
+    let mock = Path::new(xtask_bin).with_file_name("dracheck-mock-driver");
+    let inventory = concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/mock/inventory/default.yaml");
+    let profile = concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/mock/standard-inference.yaml");
+    let out_dir = tmp.path().join("out");
+    let run = xtask(
+        &[
+            "conformance",
+            "--cluster",
+            "kind",
+            "--driver-bin",
+            mock.to_str().unwrap(),
+            "--driver-name",
+            "gpu.mock.dracheck.io",
+            "--driver-arg=--driver-name=gpu.mock.dracheck.io",
+            "--driver-arg=--node-name={node}",
+            "--driver-arg=--kubeconfig={kubeconfig}",
+            &format!("--driver-arg=--inventory={inventory}"),
+            "--driver-arg=--registrar-dir={registrar-dir}",
+            "--driver-arg=--plugin-dir={plugin-dir}",
+            "--driver-arg=--cdi-dir={cdi-dir}",
+            "--chart",
+            chart.to_str().unwrap(),
+            "--profile",
+            profile,
+            "--only",
+            "versions.kubernetes",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[("PATH", &path)],
+    );
+    let said = text(&run);
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    if state.exists() {
+        xtask(&["cluster", "down", "--state-dir", state.to_str().unwrap()], &[]);
+    }
+    assert!(run.status.success(), "{said}");
+    let order = [
+        "creating kind cluster dracheck-",
+        "helm release dracheck-probe is ready",
+        "uninstalled helm release dracheck-probe and deleted namespace dracheck-probe",
+        "deleting kind cluster dracheck-",
+    ];
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let at: Vec<Option<usize>> = order.iter().map(|s| stderr.find(s)).collect();
+    assert!(at.iter().all(Option::is_some) && at.windows(2).all(|w| w[0] < w[1]), "in this order {order:?}: {said}");
+    assert!(said.contains("PASS  standard-inference   versions.kubernetes"), "the run ran: {said}");
+    let lines: Vec<&str> = calls.lines().collect();
+    assert_eq!(lines.len(), 2, "one create, one delete: {calls}");
+    assert!(
+        lines[0].starts_with("create cluster --name dracheck-") && lines[1].starts_with("delete cluster"),
+        "{calls}"
+    );
+    assert!(!state.exists(), "the stand-in cluster was deleted");
+    let result = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    assert_eq!(result["cluster"]["provider"], "kind");
 }
