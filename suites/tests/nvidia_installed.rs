@@ -17,7 +17,7 @@ use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_nvidia::record::{Gpu, Recording};
 use dracheck_suites::adapters::{self, NvidiaOptions};
 use dracheck_suites::engine::Filter;
-use dracheck_suites::engine::target::NEEDS_EMULATED_NODES;
+use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_EMULATED_NODES};
 use dracheck_suites::local_run::{self, ExistingRun};
 use dracheck_suites::profile::ids::*;
 use dracheck_suites::result::{RunResult, Verdict};
@@ -180,15 +180,20 @@ fn verdicts(r: &RunResult, id: &str) -> Vec<(Verdict, String)> {
 async fn an_installed_nvidia_driver_is_judged_by_nvml_and_nvidia_smi() {
     let (good, broken) = tokio::join!(
         run("nvidia", &[]),
-        run("nvidia-broken", &["prepare-wrong-device", "wrong-attribute=productName=NVIDIA A100-SXM4-40GB"])
+        run(
+            "nvidia-broken",
+            &["prepare-wrong-device", "wrong-attribute=productName=NVIDIA A100-SXM4-40GB", "no-owner-reference"]
+        )
     );
 
     // The good driver: every guarantee the suite can check on an installed driver holds; the
-    // rest is skipped because the suite does not own the driver's binary or the nodes.
+    // rest is skipped because the suite does not own the driver's binary or the nodes (driver
+    // restarts through a DaemonSet: installed_driver_restart.rs).
     let mut problems = Vec::new();
     for g in good.all() {
         let allowed_skip = g.id.starts_with("plugin.")
             || g.reason.contains(NEEDS_EMULATED_NODES)
+            || g.reason.contains(NEEDS_DRIVER_PODS)
             || (g.id == LIFECYCLE_UNPREPARED && g.reason.contains("emulated nodes"));
         match g.verdict {
             Verdict::Pass => {}
@@ -206,16 +211,23 @@ async fn an_installed_nvidia_driver_is_judged_by_nvml_and_nvidia_smi() {
     for (v, why) in verdicts(&good, WORKLOAD_SEES_DEVICES) {
         assert!(v == Verdict::Pass && why.contains("GPU-0b3c55e1"), "nvidia-smi -L was read by UUID: {why}");
     }
+    let owned = verdicts(&good, PLUGIN_SLICES_OWNED_BY_NODE);
+    assert!(matches!(owned.as_slice(), [(Verdict::Pass, _)]), "the installed slices follow the pool rules: {owned:?}");
     for (v, why) in verdicts(&good, PLUGIN_PREPARE_ALLOCATED_CLAIM) {
         assert!(v == Verdict::Skip && why.contains("needs the driver's binary"), "{why}");
     }
 
-    // The broken one: published products disagree with NVML, and containers get another GPU
-    // than the one allocated.
+    // The broken one: published products disagree with NVML, the slices have no owner, and
+    // containers get another GPU than the one allocated.
     let inventory = verdicts(&broken, PLUGIN_SLICES_MATCH_INVENTORY);
     assert!(
         matches!(inventory.as_slice(), [(Verdict::Fail, why)] if why.contains("productName")),
         "the NVML check caught the product names: {inventory:?}"
+    );
+    let owned = verdicts(&broken, PLUGIN_SLICES_OWNED_BY_NODE);
+    assert!(
+        matches!(owned.as_slice(), [(Verdict::Fail, why)] if why.contains("not controlled by Node")),
+        "slices without the Node as owner: {owned:?}"
     );
     let isolation = verdicts(&broken, ISOLATION_EXCLUSIVE);
     assert!(

@@ -25,7 +25,6 @@ pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
 async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     if let (None, Some(check)) = (PluginNode::access(ctx), &ctx.target.adapter.host_inventory) {
         installed(ctx, check).await;
-        ctx.skip(OWNED, super::harness::NEEDS_BINARY);
         return Ok(());
     }
     let Some(mut node) = super::harness::node_for(ctx, SCENARIO.guarantees).await? else { return Ok(()) };
@@ -35,7 +34,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
 }
 
 /// A driver installed in the cluster: what it publishes on each node (the newest generation of
-/// each pool) against what this machine sees of its own devices.
+/// each pool) against what this machine sees of its own devices, and the pool rules of every
+/// node's slices.
 async fn installed(ctx: &Ctx<'_>, check: &crate::adapters::HostInventory) {
     let slices: Api<ResourceSlice> = Api::all(ctx.client());
     let lp = ListParams::default().fields(&format!("spec.driver={}", ctx.target.driver.name));
@@ -60,6 +60,18 @@ async fn installed(ctx: &Ctx<'_>, check: &crate::adapters::HostInventory) {
         Ok(Err(differ)) => ctx.fail(MATCH, differ, Vec::new()),
         Err(why) => ctx.skip(MATCH, why),
     }
+
+    let nodes: Api<Node> = Api::all(ctx.client());
+    let (mut held, mut problems) = (Vec::new(), Vec::new());
+    for name in ctx.target.live_nodes().await {
+        let uid = nodes.get_opt(&name).await.ok().flatten().and_then(|n| n.metadata.uid).unwrap_or_default();
+        let (summary, broken) = pool_rules(ctx, &all, &name, &uid).await;
+        held.push(summary);
+        problems.extend(broken);
+    }
+    problems.sort();
+    problems.dedup();
+    ctx.check(OWNED, problems.is_empty(), held.join("; "), problems.join("; "), Vec::new());
 }
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
@@ -114,17 +126,28 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
         ),
     }
 
+    let (summary, problems) = pool_rules(ctx, &all, &node.name, &node.uid).await;
+    ctx.check(OWNED, problems.is_empty(), summary, problems.join("; "), node.evidence());
+    Ok(())
+}
+
+/// The pool rules of a node-local pool for `node`'s slices among `all` (the driver's): its
+/// newest generation's slices are controlled by the Node, name it, and count themselves
+/// right; and no slice of the driver names a node that does not exist. The summary of a
+/// pass, and every broken rule.
+async fn pool_rules(ctx: &Ctx<'_>, all: &[ResourceSlice], node: &str, uid: &str) -> (String, Vec<String>) {
+    let own: Vec<&ResourceSlice> = all.iter().filter(|s| s.spec.pool.name == node).collect();
     let mut problems = Vec::new();
     let top = own.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
     let current: Vec<&&ResourceSlice> = own.iter().filter(|s| s.spec.pool.generation == top).collect();
     for s in &current {
         let name = s.metadata.name.clone().unwrap_or_default();
         let owner = s.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
-        if !owner.is_some_and(|o| o.kind == "Node" && o.name == node.name && o.uid == node.uid) {
-            problems.push(format!("slice {name} is not controlled by Node {} ({})", node.name, node.uid));
+        if !owner.is_some_and(|o| o.kind == "Node" && o.name == node && o.uid == uid) {
+            problems.push(format!("slice {name} is not controlled by Node {node} ({uid})"));
         }
-        if s.spec.node_name.as_deref() != Some(node.name.as_str()) {
-            problems.push(format!("slice {name} of pool {} names node {:?}", node.name, s.spec.node_name));
+        if s.spec.node_name.as_deref() != Some(node) {
+            problems.push(format!("slice {name} of pool {node} names node {:?}", s.spec.node_name));
         }
         if s.spec.pool.resource_slice_count != current.len() as i64 {
             problems.push(format!(
@@ -135,7 +158,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
         }
     }
     let nodes: Api<Node> = Api::all(ctx.client());
-    for s in &all {
+    for s in all {
         if let Some(n) = &s.spec.node_name
             && nodes.get_opt(n).await.ok().flatten().is_none()
         {
@@ -145,14 +168,8 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
             ));
         }
     }
-    ctx.check(
-        OWNED,
-        problems.is_empty(),
-        format!("{} slice(s) of pool {} at generation {top}, owned by the Node", current.len(), node.name),
-        problems.join("; "),
-        node.evidence(),
-    );
-    Ok(())
+    let summary = format!("{} slice(s) of pool {node} at generation {top}, owned by the Node", current.len());
+    (summary, problems)
 }
 
 /// A device's attributes and capacities as comparable text.
