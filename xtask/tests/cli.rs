@@ -359,6 +359,15 @@ fn kind_config_is_dra_ready() {
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
 
+/// The mock's own flags for a node, as `--driver-arg`s (its inventory and name aside).
+const MOCK_ARGS: [&str; 5] = [
+    "--driver-arg=--node-name={node}",
+    "--driver-arg=--kubeconfig={kubeconfig}",
+    "--driver-arg=--registrar-dir={registrar-dir}",
+    "--driver-arg=--plugin-dir={plugin-dir}",
+    "--driver-arg=--cdi-dir={cdi-dir}",
+];
+
 /// `--driver-bin` runs any plugin binary with the command line its `--driver-arg`s give, here
 /// the mock's own flags: the plugin tier works without an oracle, which it says.
 #[test]
@@ -377,12 +386,12 @@ fn a_driver_binary_runs_with_its_own_command_line() {
             "--driver-name",
             "gpu.mock.dracheck.io",
             "--driver-arg=--driver-name=gpu.mock.dracheck.io",
-            "--driver-arg=--node-name={node}",
-            "--driver-arg=--kubeconfig={kubeconfig}",
+            MOCK_ARGS[0],
+            MOCK_ARGS[1],
             &inventory_arg,
-            "--driver-arg=--registrar-dir={registrar-dir}",
-            "--driver-arg=--plugin-dir={plugin-dir}",
-            "--driver-arg=--cdi-dir={cdi-dir}",
+            MOCK_ARGS[2],
+            MOCK_ARGS[3],
+            MOCK_ARGS[4],
             "--profile",
             profile,
             "--only",
@@ -427,14 +436,8 @@ fn a_misnamed_or_silent_plugin_is_named_within_a_bounded_time() {
 
     // The mock registers as gpu.mock.dracheck.io whatever --driver-name says.
     let mut misnamed = vec!["conformance", "--driver-bin", bin.to_str().unwrap()];
-    misnamed.extend([
-        "--driver-arg=--node-name={node}",
-        "--driver-arg=--kubeconfig={kubeconfig}",
-        &inventory_arg,
-        "--driver-arg=--registrar-dir={registrar-dir}",
-        "--driver-arg=--plugin-dir={plugin-dir}",
-        "--driver-arg=--cdi-dir={cdi-dir}",
-    ]);
+    misnamed.extend(MOCK_ARGS);
+    misnamed.push(&inventory_arg);
     misnamed.extend(common);
     let begun = std::time::Instant::now();
     let out = xtask(&misnamed, &[]);
