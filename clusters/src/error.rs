@@ -168,10 +168,11 @@ impl ClusterError {
 /// A helm release that did not become ready, with what tells why.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the helm release {release} ({chart}) in namespace {namespace} did not become ready within \
-     {timeout_s}s ({status}). helm's last lines:\n{helm_tail}\nThe driver's pods:\n{pods}\n{cleanup} \
-     Read the pods' status above for the cause (an image that cannot be pulled, a node the \
-     driver cannot run on); pass --install-timeout to wait longer."
+    "helm could not install the release {release} of {chart} into namespace {namespace} ({status}; it \
+     waits up to {timeout_s}s for the release to be ready). helm's last lines:\n{helm_tail}\nThe driver's \
+     pods:\n{pods}\n{cleanup} Read helm's lines and the pods' states above for the cause (a chart that cannot \
+     be found or pulled, an image that cannot be pulled, a node the driver cannot run on); if it only needs \
+     longer, pass a larger --install-timeout."
 )]
 pub struct InstallFailure {
     pub release: String,

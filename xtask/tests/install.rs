@@ -69,7 +69,8 @@ fn a_release_that_never_gets_ready_is_reported_and_removed() {
 
     let said = text(&run);
     assert_eq!(run.status.code(), Some(4), "{said}");
-    assert!(said.contains("did not become ready within 15s"), "{said}");
+    assert!(said.contains("helm could not install the release dra-example-driver"), "{said}");
+    assert!(said.contains("waits up to 15s"), "{said}");
     assert!(said.contains("helm's last lines:") && said.contains("INSTALLATION FAILED"), "helm's output: {said}");
     assert!(said.contains("pod dra-example-driver-kubeletplugin-") && said.contains("on node-1: Pending"), "{said}");
     assert!(said.contains("log of plugin"), "the pod's log, or why there is none: {said}");
@@ -139,8 +140,28 @@ fn a_release_is_installed_for_the_run_and_removed_after_it() {
         ],
         &[],
     );
+    // A chart reference that leads nowhere (a closed port on loopback): helm's own words, exit 4.
+    let nowhere = xtask(
+        &[
+            "conformance",
+            "--cluster",
+            "kubeconfig",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--driver",
+            "mock",
+            "--install",
+            "helm",
+            "--chart",
+            "oci://127.0.0.1:1/charts/nowhere",
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+        ],
+        &[],
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let left = rt.block_on(left_over(&kubeconfig, "dracheck-probe"));
+    let left_nowhere = rt.block_on(left_over(&kubeconfig, "nowhere"));
     let down = xtask(&["cluster", "down", "--state-dir", state.to_str().unwrap()], &[]);
     assert!(down.status.success(), "{}", text(&down));
 
@@ -152,6 +173,12 @@ fn a_release_is_installed_for_the_run_and_removed_after_it() {
     let removed = said.find("uninstalled helm release dracheck-probe and deleted namespace dracheck-probe");
     assert!(removed.is_some_and(|r| r > ready), "removed after the run: {said}");
     assert_eq!(left, Vec::<String>::new(), "nothing of the install is left");
+
+    let said = text(&nowhere);
+    assert_eq!(nowhere.status.code(), Some(4), "{said}");
+    assert!(said.contains("helm could not install the release nowhere of oci://127.0.0.1:1/charts/nowhere"), "{said}");
+    assert!(said.contains("connection refused"), "helm's reason: {said}");
+    assert_eq!(left_nowhere, Vec::<String>::new(), "nothing of the failed install is left");
 }
 
 #[test]

@@ -209,23 +209,20 @@ impl Cleanup {
         let (spec, target) = (&self.spec, &self.target);
         self.progress.line(format!("uninstalling helm release {} from namespace {}", spec.name, spec.namespace));
         let (status, output) = run(&self.helm, &uninstall_args(self.helm.major, spec, target), CLEANUP_TIMEOUT).await;
-        // A release helm never recorded (stopped before it got that far) is not an error.
-        if let Err(why) = status
-            && !output.contains("not found")
-        {
-            return Err(format!("`helm uninstall {}` {why}:\n{}", spec.name, output_tail(&output, 6)));
-        }
+        // A release helm never recorded (it failed or was stopped before) is not an error.
+        let release = match status {
+            Ok(_) => format!("uninstalled helm release {}", spec.name),
+            Err(_) if output.contains("not found") => format!("found no helm release {} to uninstall", spec.name),
+            Err(why) => return Err(format!("`helm uninstall {}` {why}:\n{}", spec.name, output_tail(&output, 6))),
+        };
         if !self.namespace_created {
-            return Ok(format!(
-                "uninstalled helm release {} (namespace {} was there before)",
-                spec.name, spec.namespace
-            ));
+            return Ok(format!("{release} (namespace {} was there before and stays)", spec.namespace));
         }
         let client = client(target).await.map_err(|e| e.to_string())?;
         let namespaces: Api<Namespace> = Api::all(client);
         match namespaces.delete(&spec.namespace, &DeleteParams::background()).await {
             Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(format!("{release}; helm made no namespace")),
             Err(e) => return Err(format!("deleting namespace {}: {e}", spec.namespace)),
         }
         let deadline = Instant::now() + CLEANUP_TIMEOUT;
@@ -243,7 +240,7 @@ impl Cleanup {
                 Err(e) => return Err(format!("reading namespace {}: {e}", spec.namespace)),
             }
         }
-        Ok(format!("uninstalled helm release {} and deleted namespace {}", spec.name, spec.namespace))
+        Ok(format!("{release} and deleted namespace {}", spec.namespace))
     }
 }
 
