@@ -114,6 +114,13 @@ pub enum ClusterError {
     )]
     K3sFailed { image: String, detail: String },
 
+    #[error(
+        "namespace {namespace} already holds a helm release {release}, which may be someone's installation: \
+         dracheck neither replaces nor removes it. Run without --install to check the driver as it is \
+         installed, or uninstall it first (`helm uninstall {release} -n {namespace}`)."
+    )]
+    ReleaseExists { release: String, namespace: String },
+
     #[error(transparent)]
     InstallFailed(Box<InstallFailure>),
 
@@ -148,7 +155,8 @@ impl ClusterError {
             | ClusterError::AlreadyRunning { .. }
             | ClusterError::NoState { .. }
             | ClusterError::StateDirNotOurs { .. }
-            | ClusterError::MissingTool { .. } => EXIT_BAD_INPUT,
+            | ClusterError::MissingTool { .. }
+            | ClusterError::ReleaseExists { .. } => EXIT_BAD_INPUT,
             ClusterError::InstallFailed(_) => EXIT_INSTALL_FAILED,
             _ => EXIT_CLUSTER_DOWN,
         }

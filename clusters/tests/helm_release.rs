@@ -66,6 +66,12 @@ async fn a_release_is_removed_after_use_and_when_a_panic_unwinds() {
     let cm = Api::<ConfigMap>::namespaced(client.clone(), "probe-used").get("probe").await.unwrap();
     assert_eq!(cm.data.unwrap()["value"], "set", "--set reaches the chart");
     assert_eq!(left_over(&client, "probe-used").await.len(), 2, "the namespace and the release are there");
+    // A second install of the same release is refused, and leaves the first one alone.
+    let again = helm::install(&helm, spec(tmp.path(), "probe-used"), target.clone(), &Progress::quiet()).await;
+    let err = again.err().expect("a release of that name is there");
+    assert_eq!(err.exit_code(), dracheck_clusters::EXIT_BAD_INPUT, "{err}");
+    assert!(err.to_string().contains("already holds a helm release probe"), "{err}");
+    assert_eq!(left_over(&client, "probe-used").await.len(), 2, "the first release is untouched");
     let said = installed.remove().await.expect("removal works");
     assert!(said.contains("deleted namespace probe-used"), "{said}");
     assert_eq!(left_over(&client, "probe-used").await, Vec::<String>::new());

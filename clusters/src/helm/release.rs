@@ -122,15 +122,7 @@ pub async fn install(helm: &Helm, spec: ReleaseSpec, target: Target, progress: &
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &spec.namespace);
         let lp = ListParams::default().labels(&format!("owner=helm,name={}", spec.name));
         if !secrets.list(&lp).await.map_err(api(&target, "reading helm releases"))?.items.is_empty() {
-            return Err(ClusterError::MissingTool {
-                tool: format!("a new helm release {}", spec.name),
-                detail: format!("namespace {} already holds a release of that name", spec.namespace),
-                fix: format!(
-                    "run without --install and the driver as it is installed, or uninstall it first (`helm \
-                     uninstall {} -n {}`)",
-                    spec.name, spec.namespace
-                ),
-            });
+            return Err(ClusterError::ReleaseExists { release: spec.name, namespace: spec.namespace });
         }
     }
     // Armed before helm starts: a run stopped mid-install still removes what helm made.
