@@ -234,7 +234,7 @@ async fn container_cluster(
     let cluster = tokio::select! {
         c = Provider::create(&provider, &name, release, &gates, args.workers, &progress) => c?,
         _ = tokio::signal::ctrl_c() => {
-            eprintln!("dracheck: interrupted; deleted what had been created of cluster {name}");
+            eprintln!("dracheck: interrupted; deleting what had been created of cluster {name}");
             return Ok(exit::INTERRUPTED);
         }
     };
@@ -270,7 +270,7 @@ async fn existing(
                 Some(r?)
             }
             _ = tokio::signal::ctrl_c() => {
-                eprintln!("dracheck: interrupted during the install; what it had made is removed");
+                eprintln!("dracheck: interrupted during the install; removing what it had made");
                 return Ok(exit::INTERRUPTED);
             }
         }
