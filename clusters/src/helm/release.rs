@@ -141,7 +141,7 @@ pub async fn install(helm: &Helm, spec: ReleaseSpec, target: Target, progress: &
     let started = Instant::now();
     let args = install_args(helm.major, spec, &installed.plan.target);
     let (status, output) = run(helm, &args, spec.timeout + HELM_GRACE).await;
-    if status.as_deref() == Ok("ok") {
+    if status.is_ok() {
         progress.line(format!("helm release {} is ready ({:.0}s)", spec.name, started.elapsed().as_secs_f64()));
         return Ok(installed);
     }
@@ -236,8 +236,9 @@ impl Cleanup {
     }
 }
 
-/// Runs helm within `limit`: `Ok("ok")`, or why not, and its output (stdout, then stderr).
-async fn run(helm: &Helm, args: &[String], limit: Duration) -> (std::result::Result<&'static str, String>, String) {
+/// Runs helm within `limit`: whether it succeeded (else why not), and its output (stdout, then
+/// stderr).
+async fn run(helm: &Helm, args: &[String], limit: Duration) -> (std::result::Result<(), String>, String) {
     let child = tokio::process::Command::new(&helm.program)
         .args(args)
         .stdin(Stdio::null())
@@ -257,7 +258,7 @@ async fn run(helm: &Helm, args: &[String], limit: Duration) -> (std::result::Res
         Ok(Err(e)) => (Err(format!("failed to run: {e}")), String::new()),
         Ok(Ok(out)) => {
             let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-            if out.status.success() { (Ok("ok"), text) } else { (Err(format!("exited with {}", out.status)), text) }
+            if out.status.success() { (Ok(()), text) } else { (Err(format!("exited with {}", out.status)), text) }
         }
     }
 }
