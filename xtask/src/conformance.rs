@@ -263,8 +263,13 @@ async fn existing(
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
         .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
     let short = adapter.short;
+    let mut driver_pods = args.driver_pods.clone().map(|selector| dracheck_suites::engine::target::DriverPods {
+        namespace: args.driver_namespace.clone(),
+        selector,
+    });
     let installed = if args.install.wanted()? {
         let spec = args.install.release(short, &progress).await?;
+        driver_pods = driver_pods.or_else(|| args.install.plugin_pods(short, &spec));
         tokio::select! {
             r = crate::install::install(&args.install, spec, &kubeconfig, args.context.as_deref(), &adapter.name, &progress) => {
                 Some(r?)
@@ -277,10 +282,6 @@ async fn existing(
     } else {
         None
     };
-    let driver_pods = args.driver_pods.clone().map(|selector| dracheck_suites::engine::target::DriverPods {
-        namespace: args.driver_namespace.clone(),
-        selector,
-    });
     let cfg = ExistingRun {
         driver_pods,
         kubeconfig,

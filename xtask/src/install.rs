@@ -8,6 +8,7 @@ use clap::Args;
 use dracheck_clusters::ClusterError;
 use dracheck_clusters::helm::{self, Helm, Installed, ReleaseSpec, Target};
 use dracheck_clusters::local::Progress;
+use dracheck_suites::engine::target::DriverPods;
 
 use crate::exit;
 
@@ -50,6 +51,9 @@ struct DriverChart {
     namespace: &'static str,
     source: Source,
     values: &'static [&'static str],
+    /// The labels the chart gives its kubelet-plugin pods (besides the release's instance
+    /// label), so that driver restarts can find them; `None` where not verified.
+    plugin_pods: Option<&'static str>,
 }
 
 fn known(driver: &str) -> Option<DriverChart> {
@@ -64,6 +68,8 @@ fn known(driver: &str) -> Option<DriverChart> {
                 "deployments/helm/dra-example-driver",
             ),
             values: &[],
+            // templates/kubeletplugin.yaml
+            plugin_pods: Some("app.kubernetes.io/component=kubeletplugin"),
         }),
         // Without the override the chart refuses to install next to the device plugin
         // (templates/validation.yaml), which a DRA-only cluster does not run.
@@ -72,12 +78,23 @@ fn known(driver: &str) -> Option<DriverChart> {
             namespace: "dra-driver-nvidia-gpu",
             source: Source::Reference("oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu", "0.4.0"),
             values: &["gpuResourcesEnabledOverride=true"],
+            plugin_pods: None,
         }),
         _ => None,
     }
 }
 
 impl InstallArgs {
+    /// The kubelet-plugin pods of `driver`'s own chart installed as `spec`, for driver
+    /// restarts; `None` for another chart or where the chart's labels are not known.
+    pub fn plugin_pods(&self, driver: &str, spec: &ReleaseSpec) -> Option<DriverPods> {
+        let labels = known(driver).filter(|_| self.chart.is_none())?.plugin_pods?;
+        Some(DriverPods {
+            namespace: Some(spec.namespace.clone()),
+            selector: format!("app.kubernetes.io/instance={},{labels}", spec.name),
+        })
+    }
+
     /// `--install` as given: `Ok(true)` for helm.
     pub fn wanted(&self) -> Result<bool, Early> {
         match self.install.as_deref() {
@@ -242,6 +259,27 @@ mod tests {
 
     fn args() -> InstallArgs {
         InstallArgs { install: Some("helm".into()), chart: None, values: vec![], helm: None, install_timeout: 120 }
+    }
+
+    #[test]
+    fn the_example_charts_plugin_pods_are_found_by_their_labels() {
+        let spec = ReleaseSpec {
+            name: "dra-example-driver".into(),
+            namespace: "dra-example-driver".into(),
+            chart: "/charts/dra-example-driver".into(),
+            version: None,
+            values: vec![],
+            timeout: Duration::from_secs(60),
+        };
+        let pods = args().plugin_pods("example", &spec).expect("the example chart's labels are known");
+        assert_eq!(pods.namespace.as_deref(), Some("dra-example-driver"));
+        assert_eq!(
+            pods.selector,
+            "app.kubernetes.io/instance=dra-example-driver,app.kubernetes.io/component=kubeletplugin"
+        );
+        assert!(args().plugin_pods("nvidia", &spec).is_none(), "not verified for the nvidia chart");
+        let other = InstallArgs { chart: Some("/my/chart".into()), ..args() };
+        assert!(other.plugin_pods("example", &spec).is_none(), "another chart's labels are unknown");
     }
 
     #[tokio::test]
