@@ -1,21 +1,10 @@
 //! The command line as a user meets it: help on every command, exit codes and one-paragraph
 //! errors for bad input, and `cluster up → status → kubeconfig → down` leaving nothing behind.
 
+mod common;
+
+use common::{text, xtask_env as xtask};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn xtask(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("xtask runs")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
 
 #[test]
 fn every_command_has_help() {

@@ -2,15 +2,9 @@
 //! name the fix, and their exit codes. (Unknown names and pods without claims need a cluster:
 //! explain/tests/local.rs.)
 
-use std::process::{Command, Output};
+mod common;
 
-fn xtask(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).env_remove("KUBECONFIG").output().expect("xtask runs")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
+use common::{text, xtask};
 
 /// A kubeconfig for a cluster at a loopback port where nothing listens.
 fn dead_cluster(dir: &std::path::Path) -> std::path::PathBuf {

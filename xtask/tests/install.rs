@@ -2,26 +2,15 @@
 //! cannot become ready fails within its timeout with helm's output and the pods' state, and
 //! leaves no release and no namespace; bad input and missing tools get one clear paragraph.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::{text, xtask_env as xtask};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
 use kube::api::ListParams;
-
-fn xtask(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("xtask runs")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
 
 /// On emulated nodes containers are host processes, so the example chart's DaemonSet pod
 /// never runs and `helm install --wait` gives up after `--install-timeout`.

@@ -2,8 +2,9 @@
 //! exits 3; with a recording of NVML it sets each GPU next to what the cluster publishes for
 //! the node and exits 1 on any disagreement.
 
-use std::process::{Command, Output};
+mod common;
 
+use common::{text, xtask};
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_nvidia::compare::expected_devices;
 use dracheck_nvidia::record::Recording;
@@ -12,14 +13,6 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, PostParams};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/nvidia/tests/fixtures/synthetic-2xa100.json");
-
-fn xtask(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).output().expect("xtask runs")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
 
 #[test]
 fn without_nvml_it_says_so() {

@@ -1,16 +1,10 @@
 //! `report`, `matrix` and `compare` as a user meets them: on results of real local runs, and
 //! on files that are not results.
 
+mod common;
+
+use common::{text, xtask};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn xtask(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).output().expect("xtask runs")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -1,0 +1,26 @@
+//! The xtask binary as the command-line tests run it.
+
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+pub fn xtask(args: &[&str]) -> Output {
+    xtask_env(args, &[])
+}
+
+/// With `envs` set, and without the caller's KUBECONFIG, so that no test reaches a cluster it
+/// did not name.
+pub fn xtask_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(args).env_remove("KUBECONFIG");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("xtask runs")
+}
+
+/// Standard output and standard error together.
+pub fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
