@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{text, xtask_env as xtask};
+use common::{conformance_on, text, xtask_env as xtask};
 use std::path::Path;
 
 #[test]
@@ -270,13 +270,9 @@ fn conformance_against_an_existing_cluster_skips_what_needs_node_control() {
     assert!(up.status.success(), "{}", text(&up));
     let kubeconfig = state.join("admin.kubeconfig");
     let out_dir = tmp.path().join("out");
-    let run = xtask(
+    let run = conformance_on(
+        &kubeconfig,
         &[
-            "conformance",
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
             "--context",
             "dracheck-local",
             "--profile",
@@ -288,7 +284,6 @@ fn conformance_against_an_existing_cluster_skips_what_needs_node_control() {
             "--out",
             out_dir.to_str().unwrap(),
         ],
-        &[],
     );
     // An unreachable apiserver: the same kubeconfig aimed at a closed port.
     let dead = tmp.path().join("dead.kubeconfig");

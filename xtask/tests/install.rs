@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{text, xtask_env as xtask};
+use common::{conformance_on, text, xtask_env as xtask};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
 use kube::api::ListParams;
@@ -31,13 +31,9 @@ fn a_release_that_never_gets_ready_is_reported_and_removed() {
     assert!(up.status.success(), "{}", text(&up));
     let kubeconfig = state.join("admin.kubeconfig");
     let started = Instant::now();
-    let run = xtask(
+    let run = conformance_on(
+        &kubeconfig,
         &[
-            "conformance",
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
             "--driver",
             "example",
             "--install",
@@ -49,7 +45,6 @@ fn a_release_that_never_gets_ready_is_reported_and_removed() {
             "--out",
             tmp.path().join("out").to_str().unwrap(),
         ],
-        &[],
     );
     let took = started.elapsed();
     let left = rt.block_on(left_over(&kubeconfig, "dra-example-driver"));
@@ -107,13 +102,9 @@ fn a_release_is_installed_for_the_run_and_removed_after_it() {
     let kubeconfig = state.join("admin.kubeconfig");
     let chart = tmp.path().join("dracheck-probe");
     probe_chart(&chart);
-    let run = xtask(
+    let run = conformance_on(
+        &kubeconfig,
         &[
-            "conformance",
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
             "--driver",
             "mock",
             "--install",
@@ -127,16 +118,11 @@ fn a_release_is_installed_for_the_run_and_removed_after_it() {
             "--out",
             tmp.path().join("out").to_str().unwrap(),
         ],
-        &[],
     );
     // A chart reference that leads nowhere (a closed port on loopback): helm's own words, exit 4.
-    let nowhere = xtask(
+    let nowhere = conformance_on(
+        &kubeconfig,
         &[
-            "conformance",
-            "--cluster",
-            "kubeconfig",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
             "--driver",
             "mock",
             "--install",
@@ -146,7 +132,6 @@ fn a_release_is_installed_for_the_run_and_removed_after_it() {
             "--out",
             tmp.path().join("out").to_str().unwrap(),
         ],
-        &[],
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let left = rt.block_on(left_over(&kubeconfig, "dracheck-probe"));

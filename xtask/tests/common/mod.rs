@@ -20,6 +20,14 @@ pub fn xtask_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
     cmd.output().expect("xtask runs")
 }
 
+/// `conformance --cluster kubeconfig --kubeconfig KUBECONFIG` and then `args`.
+pub fn conformance_on(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+    let kc = kubeconfig.to_str().expect("a UTF-8 path");
+    let mut all = vec!["conformance", "--cluster", "kubeconfig", "--kubeconfig", kc];
+    all.extend(args);
+    xtask(&all)
+}
+
 /// Standard output and standard error together.
 pub fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
