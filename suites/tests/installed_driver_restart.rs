@@ -98,6 +98,7 @@ async fn an_installed_driver_is_restarted_through_its_daemon_set() {
         tokio::join!(run("restart", &[]), run("restart-broken", &["wipe-slices-on-start", "reset-devices-on-start"]));
     for id in [DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, DRIVER_RESTART_NEW_CLAIMS_WORK, DRIVER_RESTART_SLICES_KEPT] {
         let (v, why) = verdict(&good, id);
+        eprintln!("{id}: {v} ({why})");
         assert_eq!(v, Verdict::Pass, "{id}: {why}");
     }
     let (_, kept) = verdict(&good, DRIVER_RESTART_SLICES_KEPT);
