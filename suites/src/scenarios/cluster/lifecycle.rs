@@ -28,9 +28,10 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     let mut template = dracheck_objects::claim_template(&ctx.ns, "job", ctx.profile().class_name(), 1, &[]);
     template.spec.get_or_insert_default().spec = Some(ctx.profile().claim_spec());
     ctx.create(&template).await?;
-    ctx.create(&ctx.pod("templated").claim_from_template("devices", "job").command("sleep 1").build()).await?;
+    // Long enough that the generated claim is still there to be read when its name shows.
+    ctx.create(&ctx.pod("templated").claim_from_template("devices", "job").command("sleep 5").build()).await?;
     ctx.create(&ctx.profile_claim("standalone")).await?;
-    ctx.create(&ctx.pod("direct").claim("devices", "standalone").command("sleep 1").build()).await?;
+    ctx.create(&ctx.pod("direct").claim("devices", "standalone").command("sleep 5").build()).await?;
 
     let mut claim_uids = Vec::new();
     let mut completed = 0;
