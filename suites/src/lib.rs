@@ -6,5 +6,6 @@ pub mod engine;
 pub mod fidelity;
 pub mod local_run;
 pub mod profile;
+pub mod published;
 pub mod result;
 pub mod scenarios;

@@ -113,13 +113,7 @@ async fn published(client: &kube::Client, node: &str) -> Result<Vec<Device>, (u8
             )
         })?
         .items;
-    // The scheduler's view: the newest generation of the node's pool.
-    let top = slices.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
-    Ok(slices
-        .into_iter()
-        .filter(|s| s.spec.pool.generation == top)
-        .flat_map(|s| s.spec.devices.unwrap_or_default())
-        .collect())
+    Ok(dracheck_suites::published::current_devices_by_node(&slices).remove(node).unwrap_or_default())
 }
 
 /// One line per GPU: NVML's UUID, product and memory, and what the device of that UUID (or

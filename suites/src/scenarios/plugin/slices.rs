@@ -43,19 +43,7 @@ async fn installed(ctx: &Ctx<'_>, check: &crate::adapters::HostInventory) {
         Ok(l) => l.items,
         Err(e) => return ctx.fail(MATCH, format!("listing the driver's slices: {e}"), Vec::new()),
     };
-    let newest: BTreeMap<&str, i64> = all.iter().fold(BTreeMap::new(), |mut m, s| {
-        let g = m.entry(s.spec.pool.name.as_str()).or_insert(s.spec.pool.generation);
-        *g = (*g).max(s.spec.pool.generation);
-        m
-    });
-    let mut published: BTreeMap<String, Vec<k8s_openapi::api::resource::v1::Device>> = BTreeMap::new();
-    for s in &all {
-        let (Some(node), Some(devices)) = (&s.spec.node_name, &s.spec.devices) else { continue };
-        if newest.get(s.spec.pool.name.as_str()) == Some(&s.spec.pool.generation) {
-            published.entry(node.clone()).or_default().extend(devices.iter().cloned());
-        }
-    }
-    match check(&published) {
+    match check(&crate::published::current_devices_by_node(&all)) {
         Ok(Ok(held)) => ctx.pass(MATCH, held),
         Ok(Err(differ)) => ctx.fail(MATCH, differ, Vec::new()),
         Err(why) => ctx.skip(MATCH, why),
