@@ -5,6 +5,7 @@
 mod dra;
 mod node;
 mod pod;
+pub mod published;
 
 pub use dra::{DeviceBuilder, claim, claim_template, device, device_class, resource_slice};
 pub use node::{NODE_LABEL, node, now};

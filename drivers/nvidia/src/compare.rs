@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use dracheck_objects::published;
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 
 use crate::DRIVER;
@@ -78,13 +79,7 @@ impl std::fmt::Display for Mismatch {
 
 /// A published attribute, by its plain name or qualified with the driver's domain.
 pub fn attribute(d: &Device, name: &str) -> Option<String> {
-    let attrs = d.attributes.as_ref()?;
-    let a: &DeviceAttribute = attrs.get(name).or_else(|| attrs.get(&format!("{DRIVER}/{name}")))?;
-    a.string
-        .clone()
-        .or_else(|| a.version.clone())
-        .or_else(|| a.int.map(|i| i.to_string()))
-        .or_else(|| a.bool.map(|b| b.to_string()))
+    published::attribute(d, DRIVER, name).map(published::attribute_value)
 }
 
 /// The `memory` capacity in bytes.

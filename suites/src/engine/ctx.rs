@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use dracheck_objects::PodBuilder;
+use dracheck_objects::{PodBuilder, published};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -152,14 +152,10 @@ impl<'a> Ctx<'a> {
         let api: Api<ResourceSlice> = Api::all(self.client());
         let slices = api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
         for (driver, pool, device) in Ctx::allocated(claim) {
-            let found = slices
-                .iter()
-                .filter(|s| s.spec.driver == driver && s.spec.pool.name == pool)
-                .flat_map(|s| s.spec.devices.iter().flatten())
-                .find(|d| d.name == device);
+            let found = published::find_device(&slices, &driver, &pool, &device);
             let attributes = found
                 .and_then(|d| d.attributes.as_ref())
-                .map(|a| a.iter().map(|(k, v)| (k.clone(), attribute_text(v))).collect())
+                .map(|a| a.iter().map(|(k, v)| (k.clone(), published::attribute_value(v))).collect())
                 .unwrap_or_default();
             let capacity = found
                 .and_then(|d| d.capacity.as_ref())
@@ -362,16 +358,6 @@ impl<'a> Ctx<'a> {
         }
         out
     }
-}
-
-/// An attribute's value as text, whatever its type.
-fn attribute_text(a: &k8s_openapi::api::resource::v1::DeviceAttribute) -> String {
-    a.string
-        .clone()
-        .or_else(|| a.version.clone())
-        .or_else(|| a.int.map(|i| i.to_string()))
-        .or_else(|| a.bool.map(|b| b.to_string()))
-        .unwrap_or_else(|| serde_json::to_string(a).unwrap_or_default())
 }
 
 /// YAML for evidence bodies, from anything serializable.

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use dracheck_objects::published;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::api::resource::v1::ResourceSlice;
@@ -58,21 +59,15 @@ pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Opt
 
 /// The `name` attribute of each device allocated to `claim`, as its slice publishes it.
 async fn attribute_of_allocated(ctx: &Ctx<'_>, claim: &ResourceClaim, name: &str) -> Result<Vec<String>, String> {
-    let slices: Api<ResourceSlice> = Api::all(ctx.client());
+    let api: Api<ResourceSlice> = Api::all(ctx.client());
     let lp = ListParams::default().fields(&format!("spec.driver={}", ctx.target.driver.name));
-    let published = slices.list(&lp).await.map_err(|e| format!("listing the driver's slices: {e}"))?.items;
+    let slices = api.list(&lp).await.map_err(|e| format!("listing the driver's slices: {e}"))?.items;
     let mut out = Vec::new();
     for (_, pool, device) in Ctx::allocated(claim) {
-        let value = published
-            .iter()
-            .filter(|s| s.spec.pool.name == pool)
-            .flat_map(|s| s.spec.devices.iter().flatten())
-            .find(|d| d.name == device)
-            .and_then(|d| {
-                let attrs = d.attributes.as_ref()?;
-                let a = attrs.get(name).or_else(|| attrs.get(&format!("{}/{name}", ctx.target.driver.name)))?;
-                a.string.clone().or_else(|| a.version.clone())
-            })
+        let driver = &ctx.target.driver.name;
+        let value = published::find_device(&slices, driver, &pool, &device)
+            .and_then(|d| published::attribute(d, driver, name))
+            .map(published::attribute_value)
             .ok_or_else(|| format!("device {device} of pool {pool} was allocated but no slice publishes its {name}"))?;
         out.push(value);
     }
