@@ -77,6 +77,18 @@ fn failures(r: &RunResult) -> String {
         .collect()
 }
 
+/// The evidence (events, kubelet and driver logs) of the guarantees that did not pass though
+/// the case does not break them: all that is left of a flaky run once its cluster is gone.
+fn unexpected_evidence(case: Option<&FaultCase>, r: &RunResult) -> String {
+    let expected = |id: &str| case.is_some_and(|c| c.breaks().contains(&id) || c.may_break().contains(&id));
+    r.all()
+        .filter(|g| g.verdict != Verdict::Pass && !expected(&g.id))
+        .flat_map(|g| {
+            g.evidence.iter().map(move |e| format!("--- {} ({}): {}\n{}\n", g.id, g.verdict, e.title, e.body))
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_good_mock_passes_everything_and_each_fault_breaks_exactly_its_guarantees() {
     let cases = selected().unwrap_or_else(|e| panic!("{e}"));
@@ -106,6 +118,7 @@ async fn the_good_mock_passes_everything_and_each_fault_breaks_exactly_its_guara
             Some(m) => {
                 let name = case.map_or("the good mock", |c| c.fault);
                 eprintln!("{name} disagreed with the table among {CONCURRENT_RUNS} runs; running it again alone:\n{m}");
+                eprintln!("{}", unexpected_evidence(case, &r));
                 let faults: Vec<String> = case.map(|c| vec![c.fault.to_string()]).unwrap_or_default();
                 settled.push((case, run_suite(&faults).await));
             }
