@@ -293,14 +293,15 @@ fn api<'a>(target: &'a Target, doing: &'static str) -> impl FnOnce(kube::Error) 
 mod tests {
     use super::*;
 
+    /// A chart directory: no version, no values.
     fn spec() -> ReleaseSpec {
         ReleaseSpec {
-            name: "dra-driver-nvidia-gpu".into(),
-            namespace: "dra-driver-nvidia-gpu".into(),
-            chart: "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu".into(),
-            version: Some("0.4.0".into()),
-            values: vec!["gpuResourcesEnabledOverride=true".into()],
-            timeout: Duration::from_secs(300),
+            name: "r".into(),
+            namespace: "ns".into(),
+            chart: "./chart".into(),
+            version: None,
+            values: Vec::new(),
+            timeout: Duration::from_secs(60),
         }
     }
 
