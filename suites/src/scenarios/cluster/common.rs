@@ -59,12 +59,12 @@ pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Opt
 
 /// The `name` attribute of each device allocated to `claim`, as its slice publishes it.
 async fn attribute_of_allocated(ctx: &Ctx<'_>, claim: &ResourceClaim, name: &str) -> Result<Vec<String>, String> {
+    let driver = &ctx.target.driver.name;
     let api: Api<ResourceSlice> = Api::all(ctx.client());
-    let lp = ListParams::default().fields(&format!("spec.driver={}", ctx.target.driver.name));
+    let lp = ListParams::default().fields(&format!("spec.driver={driver}"));
     let slices = api.list(&lp).await.map_err(|e| format!("listing the driver's slices: {e}"))?.items;
     let mut out = Vec::new();
     for (_, pool, device) in Ctx::allocated(claim) {
-        let driver = &ctx.target.driver.name;
         let value = published::find_device(&slices, driver, &pool, &device)
             .and_then(|d| published::attribute(d, driver, name))
             .map(published::attribute_value)
