@@ -198,12 +198,13 @@ pub type Result<T, E = ClusterError> = std::result::Result<T, E>;
 /// The last `n` lines of a log file, for error messages.
 pub fn log_tail(path: &std::path::Path, n: usize) -> String {
     match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let lines: Vec<&str> = text.lines().collect();
-            let start = lines.len().saturating_sub(n);
-            lines[start..].iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
-        }
+        Ok(bytes) => quoted_tail(&String::from_utf8_lossy(&bytes).lines().collect::<Vec<_>>(), n),
         Err(e) => format!("  | (log unreadable: {e})"),
     }
+}
+
+/// The last `n` of `lines`, each indented with `  | ` as quoted output.
+pub(crate) fn quoted_tail(lines: &[&str], n: usize) -> String {
+    let start = lines.len().saturating_sub(n);
+    lines[start..].iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
 }

@@ -58,7 +58,8 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| is_executable(p))
 }
 
-fn is_executable(path: &Path) -> bool {
+/// A regular file with an execute bit.
+pub fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
@@ -69,8 +70,7 @@ pub fn output_tail(output: &str, n: usize) -> String {
     if lines.is_empty() {
         return "  | (no output)".into();
     }
-    let start = lines.len().saturating_sub(n);
-    lines[start..].iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
+    crate::error::quoted_tail(&lines, n)
 }
 
 #[cfg(test)]

@@ -193,9 +193,7 @@ impl DriverArgs {
 
 /// `--driver-bin`: an executable file, and a command line whose placeholders are known.
 fn custom(bin: &Path, name: &str, args: &[String], version: Option<&str>) -> Result<Adapter, (u8, String)> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let executable = std::fs::metadata(bin).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if !executable {
+    if !dracheck_clusters::tools::is_executable(bin) {
         return Err((
             exit::BAD_INPUT,
             format!(
