@@ -140,6 +140,12 @@ pub enum ClusterError {
         #[source]
         source: Box<kube::Error>,
     },
+    #[error(
+        "--nodes {requested}: this machine can hold at most {limit} emulated nodes ({available_mib} MiB of memory \
+         available, {per_node_mib} MiB per node for its driver process and its share of the apiserver, {reserved_mib} \
+         MiB kept for the control plane). Pass a smaller --nodes, or free memory."
+    )]
+    TooManyNodes { requested: usize, limit: usize, available_mib: u64, per_node_mib: u64, reserved_mib: u64 },
 }
 
 impl ClusterError {
@@ -156,9 +162,18 @@ impl ClusterError {
             | ClusterError::NoState { .. }
             | ClusterError::StateDirNotOurs { .. }
             | ClusterError::MissingTool { .. }
-            | ClusterError::ReleaseExists { .. } => EXIT_BAD_INPUT,
+            | ClusterError::ReleaseExists { .. }
+            | ClusterError::TooManyNodes { .. } => EXIT_BAD_INPUT,
             ClusterError::InstallFailed(_) => EXIT_INSTALL_FAILED,
             _ => EXIT_CLUSTER_DOWN,
+        }
+    }
+
+    /// The component log that the message quotes and names, if it does.
+    pub(crate) fn quoted_log_mut(&mut self) -> Option<&mut PathBuf> {
+        match self {
+            ClusterError::ComponentDied { log, .. } | ClusterError::NotHealthy { log, .. } => Some(log),
+            _ => None,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod helm;
 pub mod k3s;
 pub mod kind;
 pub mod local;
+pub mod reach;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;

@@ -125,4 +125,9 @@ async fn a_dying_etcd_is_reported_with_its_log_and_nothing_is_left_running() {
     assert!(msg.contains("exit status: 7"), "{msg}");
     assert_eq!(err.exit_code(), 3);
     assert!(!state_dir.exists(), "the state dir is removed");
+    // The log the message names outlives the state dir: kept in `$TMPDIR/dracheck-failed-*`.
+    let ClusterError::ComponentDied { log, .. } = &err else { unreachable!() };
+    let kept = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    assert!(kept.contains("member data is corrupt"), "{kept}");
+    std::fs::remove_dir_all(log.parent().and_then(Path::parent).unwrap()).unwrap();
 }

@@ -6,12 +6,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use k8s_openapi::api::resource::v1::{DeviceConstraint, ResourceClaim};
 
 use crate::cel::{Environment, Quantity};
+use crate::constraints::{self, ConstraintId, Offer};
 use crate::evaluate::{self, Consumed, DeviceEval, Match, Request, Slot};
 use crate::model::{
-    Cause, ClaimReport, DeviceRow, Explanation, NodeOutcome, Reason, RequestReport, SelectorMiss, Summary,
+    Cause, ClaimReport, DeviceRow, Explanation, NodeOutcome, NodeValues, Reason, RequestReport, SelectorMiss, Summary,
 };
 use crate::nodes::{node_problem, selector_matches};
 use crate::pools::{self, Pool, PoolDevice, device_reaches, placement};
+use crate::refs::{actual_values, references};
 use crate::search::{Outcome, Search};
 use crate::state::{ClusterState, Subject};
 use crate::suggest;
@@ -128,6 +130,8 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
     let mut reach: Vec<(String, Vec<bool>)> = Vec::new();
     let mut node_problems: BTreeMap<String, String> = BTreeMap::new();
     let mut errors: Vec<(usize, usize, String)> = Vec::new();
+    let mut blocked: BTreeSet<ConstraintId> = BTreeSet::new();
+    let offer = Offer { requests: &requests, devices: &devices, evals: &evals, in_use: &in_use };
     for node in &state.nodes {
         let name = node.metadata.name.clone().unwrap_or_default();
         let mut problem = node_problem(node, subject.pod.as_ref());
@@ -162,16 +166,67 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
                     chosen.iter().map(|(r, d)| format!("{}: {}", requests[*r].name, device_id(&devices[*d]))).collect();
                 (true, if picked.is_empty() { "nothing to allocate".into() } else { picked.join(", ") })
             }
-            Outcome::NoFit => (false, shortfall(&requests, &slots, &evals, &in_use, &usable)),
+            Outcome::NoFit => match shortfall(&requests, &slots, &evals, &in_use, &usable) {
+                Some(short) => (false, short),
+                None => {
+                    let fits_without = |cs: &[Vec<DeviceConstraint>]| {
+                        let search =
+                            Search::new(&requests, &slots, &devices, &evals, &in_use, &shareable, usable.clone(), cs);
+                        matches!(search.run(), Outcome::Fit(_))
+                    };
+                    let here = constraints::blocking(&constraints, fits_without);
+                    let detail = if here.is_empty() {
+                        "enough devices per request, but no combination meets the claim's constraints".to_string()
+                    } else {
+                        let parts: Vec<String> = here
+                            .iter()
+                            .map(|&(ci, k)| {
+                                let c = &constraints[ci][k];
+                                let (kind, attribute) = constraints::kind(c);
+                                format!("{kind} {attribute} not met: {}", offer.values(ci, c, &usable).join(", "))
+                            })
+                            .collect();
+                        parts.join("; ")
+                    };
+                    blocked.extend(here);
+                    (false, detail)
+                }
+            },
             Outcome::Error(r, d, e) => {
-                let detail = format!("CEL error on {} stops allocation here: {e}", device_id(&devices[d]));
+                let detail = format!(
+                    "CEL error on {}: {e}; it fails the pod's whole scheduling attempt",
+                    device_id(&devices[d])
+                );
                 errors.push((r, d, e));
                 (false, detail)
             }
+            Outcome::Undecided => (false, "the search gave up: too many combinations to try".into()),
         };
         outcomes.push(NodeOutcome { node: name, fits, problem: None, detail });
     }
-    let fits = pending.is_empty() || outcomes.iter().any(|o| o.fits);
+    // A selector error on any node fails the pod's whole scheduling attempt: the allocator
+    // returns it, the DynamicResources filter makes it an Error status (not Unschedulable),
+    // and the scheduler's filtering stops at the first Error, so the pod stays Pending
+    // (`SchedulerError`) whatever other nodes offer. (In large clusters the scheduler stops
+    // filtering once it has found enough feasible nodes, at least 100, and may not reach the
+    // failing one; that is not modelled.)
+    let fits = pending.is_empty() || (errors.is_empty() && outcomes.iter().any(|o| o.fits));
+    // The constraints that keep some node from a device set, with the values of their
+    // attribute on each node where the search found nothing.
+    let failed: BTreeSet<&str> = outcomes.iter().filter(|o| !o.fits).map(|o| o.node.as_str()).collect();
+    let unmet: Vec<Cause> = blocked
+        .iter()
+        .map(|&(ci, k)| {
+            let c = &constraints[ci][k];
+            let (constraint, attribute) = constraints::kind(c);
+            let nodes = reach
+                .iter()
+                .filter(|(n, _)| failed.contains(n.as_str()))
+                .map(|(n, usable)| NodeValues { node: n.clone(), values: offer.values(ci, c, usable) })
+                .collect();
+            Cause::ConstraintUnmet { claim: claim_key(pending[ci]), constraint: constraint.into(), attribute, nodes }
+        })
+        .collect();
 
     let facts = Facts {
         env: &env,
@@ -203,7 +258,7 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
         claims.push(ClaimReport { claim: claim_key(c), allocated, requests });
     }
     let summary = overall_summary(&facts);
-    let causes = if fits { Vec::new() } else { causes(&facts, &reports, &errors, &outcomes) };
+    let causes = if fits { Vec::new() } else { causes(&facts, &reports, &errors, unmet, &outcomes) };
     let suggestions = if fits { Vec::new() } else { suggest::suggestions(&facts, &causes) };
     Explanation { subject: subject.what.clone(), fits, summary, claims, nodes: outcomes, causes, suggestions }
 }
@@ -212,27 +267,28 @@ pub fn device_id(pd: &PoolDevice<'_>) -> String {
     format!("{}/{}/{}", pd.slice.spec.driver, pd.slice.spec.pool.name, pd.device.name)
 }
 
-/// Why the search found nothing on a node: the first request short of devices there.
+/// Why the search found nothing on a node: the first request short of devices there; `None`
+/// when each has enough, so that only the combination fails.
 fn shortfall(
     requests: &[Request<'_>],
     slots: &[Slot],
     evals: &[Vec<DeviceEval>],
     in_use: &[bool],
     usable: &[bool],
-) -> String {
+) -> Option<String> {
     for slot in slots {
         for &r in &slot.alternatives {
             let free = (0..usable.len()).filter(|&d| usable[d] && !in_use[d] && evals[r][d].compatible()).count();
             let needed = if requests[r].all { 1 } else { requests[r].count };
             if free < needed {
-                return format!(
+                return Some(format!(
                     "request {}: {free} of {needed} needed devices free and compatible here",
                     requests[r].name
-                );
+                ));
             }
         }
     }
-    "enough devices per request, but no combination meets the claim's constraints".into()
+    None
 }
 
 fn needed(facts: &Facts<'_>, r: usize) -> usize {
@@ -319,17 +375,30 @@ fn request_reports(facts: &Facts<'_>, node_problems: &BTreeMap<String, String>) 
     out
 }
 
-/// Groups the devices a request's selectors rule out by the selector that failed first.
+/// Groups the devices a request's selectors rule out by the selector that gave false or
+/// failed first.
 fn misses(facts: &Facts<'_>, r: usize, only_free: bool) -> Vec<SelectorMiss> {
     let mut groups: Vec<SelectorMiss> = Vec::new();
     for d in 0..facts.devices.len() {
         if only_free && facts.in_use[d] {
             continue;
         }
-        let Match::No(Reason::Selector { source, index, expression, actual }) = &facts.evals[r][d].selectors else {
-            continue;
+        let (source, index, expression, actual, error) = match &facts.evals[r][d].selectors {
+            Match::No(Reason::Selector { source, index, expression, actual }) => {
+                (source, index, expression, actual.clone(), None)
+            }
+            Match::Error(Reason::SelectorError { source, index, expression, error }) => {
+                let pd = &facts.devices[d];
+                let actual = actual_values(&references(expression), &pd.slice.spec.driver, pd.device);
+                (source, index, expression, actual, Some(error))
+            }
+            _ => continue,
         };
-        match groups.iter_mut().find(|g| g.source == *source && g.index == *index) {
+        let actual = &actual;
+        match groups
+            .iter_mut()
+            .find(|g| g.source == *source && g.index == *index && g.error.is_some() == error.is_some())
+        {
             Some(g) => {
                 g.devices += 1;
                 if !actual.is_empty() && !g.actual.contains(actual) && g.actual.len() < 6 {
@@ -342,6 +411,7 @@ fn misses(facts: &Facts<'_>, r: usize, only_free: bool) -> Vec<SelectorMiss> {
                 expression: expression.clone(),
                 devices: 1,
                 actual: if actual.is_empty() { Vec::new() } else { vec![actual.clone()] },
+                error: error.cloned(),
             }),
         }
     }
@@ -353,6 +423,7 @@ fn causes(
     facts: &Facts<'_>,
     reports: &[RequestReport],
     errors: &[(usize, usize, String)],
+    unmet: Vec<Cause>,
     outcomes: &[NodeOutcome],
 ) -> Vec<Cause> {
     let mut out = Vec::new();
@@ -374,6 +445,10 @@ fn causes(
                 }
             }
         }
+        if facts.devices.is_empty() {
+            out.push(Cause::NoDevicesPublished { request: name });
+            continue;
+        }
         if s.compatible == 0 {
             let mut m = misses(facts, r, false);
             for d in 0..facts.devices.len() {
@@ -384,7 +459,7 @@ fn causes(
                         Reason::Taint { taint } => ("device taint".to_string(), taint.clone()),
                         other => ("capacity request".to_string(), other.describe()),
                     };
-                    m.push(SelectorMiss { source, index: 0, expression, devices: 1, actual: Vec::new() });
+                    m.push(SelectorMiss { source, index: 0, expression, devices: 1, actual: Vec::new(), error: None });
                 }
             }
             out.push(Cause::NoCompatibleDevice { request: name, misses: m });
@@ -443,6 +518,9 @@ fn causes(
         if most < need {
             out.push(Cause::NotEnoughOnOneNode { request: name, needed: need, most, node: best_node, in_all: false });
         }
+    }
+    if out.is_empty() && !unmet.is_empty() {
+        return unmet;
     }
     if out.is_empty() {
         let detail: Vec<String> = outcomes

@@ -3,6 +3,7 @@
 //! allocator evaluates it, with the cause named and what would fit instead.
 
 pub mod cel;
+mod constraints;
 mod diagnose;
 mod evaluate;
 pub mod model;

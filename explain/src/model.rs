@@ -17,7 +17,8 @@ pub struct Summary {
 pub struct Explanation {
     /// `pod ns/name` or `ResourceClaim ns/name`.
     pub subject: String,
-    /// Whether some node has a device set for every claim (or all claims are allocated).
+    /// Whether the scheduler would allocate: some node has a device set for every claim and
+    /// no node's search fails with a selector error (or all claims are allocated).
     pub fits: bool,
     pub summary: Summary,
     pub claims: Vec<ClaimReport>,
@@ -103,6 +104,18 @@ pub struct SelectorMiss {
     pub devices: usize,
     /// Distinct values of what the selector refers to, e.g. `model="l4"`.
     pub actual: Vec<String>,
+    /// The CEL error the selector fails with on these devices, rather than giving false.
+    pub error: Option<String>,
+}
+
+/// The values a constraint's attribute has on one node, among the free devices that suit
+/// the requests it covers.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeValues {
+    pub node: String,
+    /// Per value, the devices with it: `"a100" (gpu-0, gpu-1)`; `missing (gpu-3)`.
+    pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -110,6 +123,8 @@ pub struct SelectorMiss {
 pub enum Cause {
     /// The request names a DeviceClass that does not exist.
     UnknownClass { request: String, class: String },
+    /// No ResourceSlice publishes a device at all: nothing can match.
+    NoDevicesPublished { request: String },
     /// No device anywhere passes the selectors (and taints, capacity).
     NoCompatibleDevice { request: String, misses: Vec<SelectorMiss> },
     /// More devices asked for than compatible ones exist at all.
@@ -121,9 +136,15 @@ pub enum Cause {
     NotEnoughOnOneNode { request: String, needed: usize, most: usize, node: String, in_all: bool },
     /// The free compatible devices are only in pools or on nodes that cannot be used.
     Unreachable { request: String, reasons: Vec<String> },
-    /// A selector failed to compile or failed at run time on a device the scheduler tried:
-    /// it stops allocating on that node.
+    /// A selector failed to compile or failed at run time on a device the allocator reached
+    /// on some node. The allocator returns the error, the DynamicResources filter turns it
+    /// into an Error status (not Unschedulable) and the scheduler fails the pod's whole
+    /// scheduling attempt (`SchedulerError`): the pod stays Pending whatever other nodes offer.
     SelectorError { request: String, device: String, error: String },
+    /// Enough devices per request, but a constraint of the claim (`matchAttribute` or
+    /// `distinctAttribute`) is what keeps nodes from a device set: without it they would
+    /// have one. The values of its attribute per node show why.
+    ConstraintUnmet { claim: String, constraint: String, attribute: String, nodes: Vec<NodeValues> },
     /// Enough devices per request, but no combination meets the claim's constraints or the
     /// requests together.
     NoCombination { detail: String },
@@ -135,9 +156,16 @@ impl Cause {
             Cause::UnknownClass { request, class } => {
                 format!("request {request}: DeviceClass {class} does not exist")
             }
+            Cause::NoDevicesPublished { request } => {
+                format!("request {request}: no device matches: no ResourceSlice publishes a device")
+            }
             Cause::NoCompatibleDevice { request, misses } => {
                 let parts: Vec<String> = misses.iter().map(miss_text).collect();
-                format!("request {request}: no device matches: {}", parts.join("; "))
+                if parts.is_empty() {
+                    format!("request {request}: no device matches")
+                } else {
+                    format!("request {request}: no device matches: {}", parts.join("; "))
+                }
             }
             Cause::CountAboveInventory { request, needed, compatible } => format!(
                 "request {request}: asks for {needed} device(s), but only {compatible} compatible device(s) exist in the cluster"
@@ -161,10 +189,27 @@ impl Cause {
             Cause::Unreachable { request, reasons } => {
                 format!("request {request}: the free compatible devices cannot be used: {}", reasons.join("; "))
             }
-            Cause::SelectorError { request, device, error } => {
-                format!(
-                    "request {request}: selector error on device {device} (the scheduler stops on that node): {error}"
-                )
+            Cause::SelectorError { request, device, error } => format!(
+                "request {request}: selector error on device {device}: {error}; the scheduler fails the pod's whole scheduling attempt on it (SchedulerError), whatever other nodes offer"
+            ),
+            Cause::ConstraintUnmet { claim, constraint, attribute, nodes } => {
+                let want = if constraint == "matchAttribute" {
+                    "enough free devices with one value"
+                } else {
+                    "enough free devices with distinct values"
+                };
+                let per_node: Vec<String> = nodes
+                    .iter()
+                    .map(|n| {
+                        let values = if n.values.is_empty() {
+                            "no free suitable device".to_string()
+                        } else {
+                            n.values.join(", ")
+                        };
+                        format!("{}: {values}", n.node)
+                    })
+                    .collect();
+                format!("claim {claim}: {constraint} {attribute}: no node has {want}: {}", per_node.join("; "))
             }
             Cause::NoCombination { detail } => format!("no combination of devices satisfies all requests: {detail}"),
         }
@@ -173,7 +218,15 @@ impl Cause {
 
 fn miss_text(m: &SelectorMiss) -> String {
     let actual = if m.actual.is_empty() { String::new() } else { format!(" (actual: {})", m.actual.join(", ")) };
-    format!("{} selector #{} `{}` rules out {} device(s){actual}", m.source, m.index, m.expression, m.devices)
+    match &m.error {
+        Some(error) => format!(
+            "{} selector #{} `{}` fails with a CEL error on {} device(s){actual}: {error}",
+            m.source, m.index, m.expression, m.devices
+        ),
+        None => {
+            format!("{} selector #{} `{}` rules out {} device(s){actual}", m.source, m.index, m.expression, m.devices)
+        }
+    }
 }
 
 impl Reason {

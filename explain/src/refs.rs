@@ -2,7 +2,7 @@
 //! `device.capacity["d"].name`), so that a failing selector can be shown with the device's
 //! actual values.
 
-use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
+use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceCapacity};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ref {
@@ -62,28 +62,86 @@ pub fn attribute_text(a: &DeviceAttribute) -> String {
     }
 }
 
+/// The keys a device may store `domain/name` under: names of the driver's own domain may be
+/// stored without it.
+fn keys(driver: &str, domain: &str, name: &str) -> Vec<String> {
+    let qualified = format!("{domain}/{name}");
+    if domain == driver { vec![name.to_string(), qualified] } else { vec![qualified] }
+}
+
+/// The device's attribute `domain/name`, if it has it.
+pub fn find_attribute<'d>(driver: &str, device: &'d Device, domain: &str, name: &str) -> Option<&'d DeviceAttribute> {
+    let attrs = device.attributes.as_ref()?;
+    keys(driver, domain, name).iter().find_map(|k| attrs.get(k))
+}
+
+/// The device's capacity `domain/name`, if it has it.
+pub fn find_capacity<'d>(driver: &str, device: &'d Device, domain: &str, name: &str) -> Option<&'d DeviceCapacity> {
+    let caps = device.capacity.as_ref()?;
+    keys(driver, domain, name).iter().find_map(|k| caps.get(k))
+}
+
+impl Ref {
+    /// Whether the device has what the reference looks up (a lookup of what it lacks is a CEL
+    /// runtime error, "no such key").
+    pub fn present(&self, driver: &str, device: &Device) -> bool {
+        match self {
+            Ref::Driver => true,
+            Ref::Attribute { domain, name } => find_attribute(driver, device, domain, name).is_some(),
+            Ref::Capacity { domain, name } => find_capacity(driver, device, domain, name).is_some(),
+        }
+    }
+
+    /// The lookup as a selector writes it, e.g. `device.attributes["d"].name`.
+    pub fn lookup(&self) -> String {
+        match self {
+            Ref::Driver => "device.driver".into(),
+            Ref::Attribute { domain, name } => format!("device.attributes[\"{domain}\"].{name}"),
+            Ref::Capacity { domain, name } => format!("device.capacity[\"{domain}\"].{name}"),
+        }
+    }
+
+    /// The lookup with optional chaining, `default` where the device lacks it.
+    pub fn optional(&self, default: &str) -> String {
+        match self {
+            Ref::Driver => "device.driver".into(),
+            Ref::Attribute { domain, name } => format!("device.attributes[\"{domain}\"].?{name}.orValue({default})"),
+            Ref::Capacity { domain, name } => format!("device.capacity[\"{domain}\"].?{name}.orValue({default})"),
+        }
+    }
+
+    /// `domain/name` (or `driver`).
+    pub fn qualified(&self) -> String {
+        match self {
+            Ref::Driver => "driver".into(),
+            Ref::Attribute { domain, name } => format!("attribute {domain}/{name}"),
+            Ref::Capacity { domain, name } => format!("capacity {domain}/{name}"),
+        }
+    }
+}
+
+/// A CEL literal of the type of `a`, for `orValue(...)`.
+pub fn zero_literal(a: &DeviceAttribute) -> &'static str {
+    match a {
+        DeviceAttribute { string: Some(_), .. } => "\"\"",
+        DeviceAttribute { int: Some(_), .. } => "0",
+        DeviceAttribute { bool: Some(_), .. } => "false",
+        DeviceAttribute { version: Some(_), .. } => "semver(\"0.0.0\")",
+        _ => "[]",
+    }
+}
+
 /// `name=value` for each reference, as the device has it; `name missing` when it has none.
 pub fn actual_values(refs: &[Ref], driver: &str, device: &Device) -> String {
-    let lookup = |domain: &str, name: &str, capacity: bool| -> Option<String> {
-        let qualified = format!("{domain}/{name}");
-        let keys = if domain == driver { vec![name.to_string(), qualified] } else { vec![qualified] };
-        if capacity {
-            let caps = device.capacity.as_ref()?;
-            keys.iter().find_map(|k| caps.get(k)).map(|c| c.value.0.clone())
-        } else {
-            let attrs = device.attributes.as_ref()?;
-            keys.iter().find_map(|k| attrs.get(k)).map(attribute_text)
-        }
-    };
     refs.iter()
         .map(|r| match r {
             Ref::Driver => format!("driver={driver:?}"),
-            Ref::Attribute { domain, name } => match lookup(domain, name, false) {
-                Some(v) => format!("{name}={v}"),
+            Ref::Attribute { domain, name } => match find_attribute(driver, device, domain, name) {
+                Some(v) => format!("{name}={}", attribute_text(v)),
                 None => format!("{name} missing (domain {domain})"),
             },
-            Ref::Capacity { domain, name } => match lookup(domain, name, true) {
-                Some(v) => format!("capacity {name}={v}"),
+            Ref::Capacity { domain, name } => match find_capacity(driver, device, domain, name) {
+                Some(v) => format!("capacity {name}={}", v.value.0),
                 None => format!("capacity {name} missing (domain {domain})"),
             },
         })

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::model::{DeviceRow, Explanation, NodeOutcome, Summary};
+use crate::model::{Cause, DeviceRow, Explanation, NodeOutcome, Summary};
 
 pub fn summary_line(s: &Summary) -> String {
     format!(
@@ -36,6 +36,9 @@ pub fn text(e: &Explanation) -> String {
     let mut out = String::new();
     let verdict = if e.fits {
         if e.claims.iter().all(|c| c.allocated.is_some()) { "allocated" } else { "a device set fits" }
+    } else if e.causes.iter().any(|c| matches!(c, Cause::SelectorError { .. })) {
+        // Some node may have a device set; the error fails the attempt all the same.
+        "never scheduled: a selector error fails the scheduling attempt (SchedulerError)"
     } else {
         "no device set fits"
     };

@@ -1,6 +1,7 @@
 //! The allocator's search on one node: claim by claim, request by request, device by device
 //! in pool order, backtracking on constraints; a selector error on a device it reaches stops
-//! the search on that node, as it stops the scheduler's allocator there.
+//! the search, as it stops the scheduler's allocator (whose error then fails the pod's whole
+//! scheduling attempt, not only this node: see `diagnose`).
 
 use k8s_openapi::api::resource::v1::DeviceConstraint;
 
@@ -35,6 +36,15 @@ pub enum Outcome {
     NoFit,
     /// The request, device and message of the error that stopped the search.
     Error(usize, usize, String),
+    /// [`STEP_LIMIT`] reached: this node only is undecided. No selector failed, so nothing
+    /// here fails the pod's whole scheduling attempt as an [`Outcome::Error`] does.
+    Undecided,
+}
+
+/// Why the search stopped before an answer.
+enum Stop {
+    Error(usize, usize, String),
+    Limit,
 }
 
 impl<'s, 'a> Search<'s, 'a> {
@@ -56,11 +66,12 @@ impl<'s, 'a> Search<'s, 'a> {
         match self.slot(0) {
             Ok(true) => Outcome::Fit(self.chosen),
             Ok(false) => Outcome::NoFit,
-            Err((r, d, e)) => Outcome::Error(r, d, e),
+            Err(Stop::Error(r, d, e)) => Outcome::Error(r, d, e),
+            Err(Stop::Limit) => Outcome::Undecided,
         }
     }
 
-    fn slot(&mut self, si: usize) -> Result<bool, (usize, usize, String)> {
+    fn slot(&mut self, si: usize) -> Result<bool, Stop> {
         let Some(slot) = self.slots.get(si) else { return Ok(true) };
         for &r in &slot.alternatives {
             if self.fill(si, r, 0, 0)? {
@@ -80,7 +91,7 @@ impl<'s, 'a> Search<'s, 'a> {
         self.in_use[d] || self.chosen.iter().any(|(_, cd)| *cd == d)
     }
 
-    fn selectable(&self, r: usize, d: usize) -> Result<bool, (usize, usize, String)> {
+    fn selectable(&self, r: usize, d: usize) -> Result<bool, Stop> {
         match &self.evals[r][d].selectors {
             Match::Yes => Ok(true),
             Match::No(_) => Ok(false),
@@ -91,7 +102,7 @@ impl<'s, 'a> Search<'s, 'a> {
                     }
                     other => other.describe(),
                 };
-                Err((r, d, msg))
+                Err(Stop::Error(r, d, msg))
             }
         }
     }
@@ -101,10 +112,10 @@ impl<'s, 'a> Search<'s, 'a> {
         e.taint.is_none() && e.capacity.is_none() && self.constraints_allow(r, d)
     }
 
-    fn fill(&mut self, si: usize, r: usize, k: usize, start: usize) -> Result<bool, (usize, usize, String)> {
+    fn fill(&mut self, si: usize, r: usize, k: usize, start: usize) -> Result<bool, Stop> {
         self.steps += 1;
         if self.steps > STEP_LIMIT {
-            return Err((r, start.min(self.devices.len().saturating_sub(1)), "search limit reached".into()));
+            return Err(Stop::Limit);
         }
         let req = &self.requests[r];
         if req.all {
@@ -126,7 +137,7 @@ impl<'s, 'a> Search<'s, 'a> {
         Ok(false)
     }
 
-    fn fill_all(&mut self, si: usize, r: usize) -> Result<bool, (usize, usize, String)> {
+    fn fill_all(&mut self, si: usize, r: usize) -> Result<bool, Stop> {
         let mut all = Vec::new();
         for d in 0..self.devices.len() {
             if self.usable[d] && self.selectable(r, d)? {

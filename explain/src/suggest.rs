@@ -5,7 +5,7 @@ use crate::cel::{DeviceInput, Quantity};
 use crate::diagnose::{Facts, device_id};
 use crate::evaluate::Match;
 use crate::model::{Cause, Reason};
-use crate::refs::{Ref, references};
+use crate::refs::{Ref, find_attribute, references, zero_literal};
 
 /// Free devices usable from some node that pass the class's selectors and `extra`.
 fn free_matching(
@@ -73,6 +73,9 @@ pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
                     ));
                 }
             }
+            Cause::NoDevicesPublished { request } => out.push(format!(
+                "request {request}: check that the DRA driver runs on the nodes and publishes its devices (kubectl get resourceslices)"
+            )),
             Cause::NoCompatibleDevice { request, .. } | Cause::AllocatedElsewhere { request, .. } => {
                 other_classes(facts, request, &mut out);
                 without_selector(facts, request, &mut out);
@@ -92,12 +95,22 @@ pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
                     if most > 0 { format!(" (on {node})") } else { String::new() }
                 ));
             }
-            Cause::SelectorError { request, error, .. } => {
-                if error.contains("no such key") {
+            Cause::SelectorError { request, device, error } => {
+                if let Some(guard) = guard(facts, request, device) {
+                    out.push(guard);
+                } else if error.contains("no such key") {
                     out.push(format!(
                         "request {request}: guard the attribute lookup with has(...) (e.g. `has(device.attributes[\"domain\"].name) && ...`), as devices without it make the selector fail rather than not match"
                     ));
                 }
+            }
+            Cause::ConstraintUnmet { claim, constraint, attribute, .. } => {
+                let how = if constraint == "matchAttribute" {
+                    "free devices so that one node has enough with one value, or pick the value with a selector"
+                } else {
+                    "free devices with other values on one node"
+                };
+                out.push(format!("claim {claim}: {how}, or drop the {constraint} {attribute} constraint"));
             }
             Cause::Unreachable { request, .. } => {
                 out.push(format!("request {request}: the free compatible devices are on nodes the pod cannot use or in pools being updated; see the node table"));
@@ -111,6 +124,47 @@ pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
     }
     out.dedup();
     out
+}
+
+/// For a selector that fails on a device because it looks up an attribute or capacity the
+/// device does not have: the guard for exactly those lookups, as `has(...)` and as optional
+/// chaining. Either makes the selector false on such devices instead of failing the
+/// scheduling attempt.
+fn guard(facts: &Facts<'_>, request: &str, device: &str) -> Option<String> {
+    let r = request_index(facts, request)?;
+    let d = (0..facts.devices.len()).find(|&d| device_id(&facts.devices[d]) == device)?;
+    let Match::Error(Reason::SelectorError { source, index, expression, .. }) = &facts.evals[r][d].selectors else {
+        return None;
+    };
+    let pd = &facts.devices[d];
+    let missing: Vec<Ref> =
+        references(expression).into_iter().filter(|rf| !rf.present(&pd.slice.spec.driver, pd.device)).collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let lacks: Vec<String> = missing.iter().map(Ref::qualified).collect();
+    let has: Vec<String> = missing.iter().map(|rf| format!("has({})", rf.lookup())).collect();
+    let optional: Vec<String> =
+        missing.iter().map(|rf| format!("`{}` for `{}`", rf.optional(&zero_value(facts, rf)), rf.lookup())).collect();
+    Some(format!(
+        "request {request}: {source} selector #{index} fails on {device}, which has no {}; guard the lookup: `{} && ({expression})`, or write {}",
+        lacks.join(" and no "),
+        has.join(" && "),
+        optional.join(" and ")
+    ))
+}
+
+/// A value for `orValue(...)` of the type the devices that have the attribute give it.
+fn zero_value(facts: &Facts<'_>, rf: &Ref) -> String {
+    match rf {
+        Ref::Capacity { .. } => "quantity(\"0\")".into(),
+        Ref::Attribute { domain, name } => facts
+            .devices
+            .iter()
+            .find_map(|pd| find_attribute(&pd.slice.spec.driver, pd.device, domain, name))
+            .map_or("<default>".into(), |a| zero_literal(a).to_string()),
+        Ref::Driver => "\"\"".into(),
+    }
 }
 
 /// Other classes whose devices (with the request's own selectors) are free in number.

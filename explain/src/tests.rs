@@ -154,7 +154,7 @@ fn too_much_capacity_names_the_capacity_and_the_largest_one() {
 }
 
 #[test]
-fn a_runtime_error_stops_the_node_as_in_the_scheduler() {
+fn a_runtime_error_counts_only_where_the_allocator_meets_it() {
     let mut s = cluster(1);
     // Only gpu-3 has the attribute; the lookup fails on gpu-0 first.
     let d = s.slices[0].spec.devices.as_mut().unwrap();
@@ -202,19 +202,17 @@ fn another_class_that_matches_is_suggested() {
 
 #[test]
 fn match_attribute_constraints_are_kept() {
-    let mut c = claim(NS, "want", "gpu", 1, &[]);
-    let devices = c.spec.as_mut().unwrap().devices.as_mut().unwrap();
-    let mut second: DeviceRequest = devices.requests.as_ref().unwrap()[0].clone();
-    second.name = "other".into();
-    devices.requests.as_mut().unwrap().push(second);
-    devices.constraints =
-        Some(vec![DeviceConstraint { match_attribute: Some(format!("{DRIVER}/model")), ..Default::default() }]);
+    let c = two_gpus_with(DeviceConstraint { match_attribute: Some(format!("{DRIVER}/model")), ..Default::default() });
     let mut s = cluster(1);
     // One a100 and one l4 left: two devices free, but not of one model.
     s.claims.push(holder("a", "node-1", &["gpu-0", "gpu-2"]));
     let e = explain(&s, c.clone());
     assert!(!e.fits, "{}", crate::text(&e));
-    assert!(matches!(&e.causes[0], Cause::NoCombination { .. }), "{:?}", e.causes);
+    assert!(
+        matches!(&e.causes[0], Cause::ConstraintUnmet { constraint, .. } if constraint == "matchAttribute"),
+        "{:?}",
+        e.causes
+    );
     s.claims.clear();
     assert!(explain(&s, c).fits);
 }
@@ -288,4 +286,153 @@ fn json_fields_are_camel_case() {
     assert_eq!(json["causes"][0]["kind"], "allocatedElsewhere");
     assert!(json["causes"][0]["freeMisses"].is_array(), "{json}");
     assert_eq!(json["claims"][0]["requests"][0]["devices"][0]["ruledOut"]["kind"], "allocated");
+}
+
+/// Gives the devices of slice `slice` at `devices` the string attribute `special`.
+fn with_special(state: &mut ClusterState, slice: usize, devices: &[usize], value: &str) {
+    let d = state.slices[slice].spec.devices.as_mut().unwrap();
+    for &i in devices {
+        d[i].attributes.get_or_insert_default().insert(
+            "special".into(),
+            k8s_openapi::api::resource::v1::DeviceAttribute { string: Some(value.into()), ..Default::default() },
+        );
+    }
+}
+
+const SPECIAL: &str = r#"device.attributes["gpu.example.com"].special == "yes""#;
+
+#[test]
+fn a_selector_error_on_one_node_fails_the_whole_scheduling_attempt() {
+    // node-2 has a device that matches, node-1's devices lack the attribute: the allocator's
+    // error on node-1 makes the DynamicResources filter return an Error status, which fails
+    // the pod's scheduling attempt as a whole (SchedulerError), whatever node-2 offers.
+    let mut s = cluster(2);
+    with_special(&mut s, 1, &[0, 1, 2, 3], "yes");
+    let e = explain(&s, claim(NS, "want", "gpu", 1, &[SPECIAL]));
+    let text = crate::text(&e);
+    assert!(!e.fits, "{text}");
+    let [Cause::SelectorError { device, error, .. }] = e.causes.as_slice() else { panic!("{:?}", e.causes) };
+    assert!(device.ends_with("node-1/gpu-0") && error.contains("no such key: special"), "{device}: {error}");
+    assert!(e.causes[0].describe().contains("SchedulerError"), "{text}");
+    assert!(text.contains("SchedulerError"), "{text}");
+    // node-2 alone would do: the table says so, the verdict does not.
+    assert!(e.nodes.iter().any(|n| n.node == "node-2" && n.fits), "{:?}", e.nodes);
+}
+
+#[test]
+fn a_selector_that_fails_on_every_device_names_the_failure() {
+    let e = explain(&cluster(1), claim(NS, "want", "gpu", 1, &[SPECIAL]));
+    assert!(!e.fits);
+    for c in &e.causes {
+        let line = c.describe();
+        assert!(!line.trim_end().ends_with(':'), "a cause line without its reason: {line:?}");
+    }
+    let Some(Cause::NoCompatibleDevice { misses, .. }) = e.causes.get(1) else { panic!("{:?}", e.causes) };
+    let line = e.causes[1].describe();
+    assert!(line.contains(SPECIAL) && line.contains("4 device(s)") && line.contains("no such key: special"), "{line}");
+    assert_eq!(misses.len(), 1, "{misses:?}");
+    assert!(misses[0].error.as_deref().is_some_and(|x| x.contains("no such key: special")), "{misses:?}");
+    assert_eq!(misses[0].actual, ["special missing (domain gpu.example.com)"]);
+}
+
+#[test]
+fn a_cluster_without_devices_says_so() {
+    let mut s = cluster(1);
+    s.slices.clear();
+    let e = explain(&s, claim(NS, "want", "gpu", 1, &[]));
+    assert!(!e.fits);
+    let lines: Vec<String> = e.causes.iter().map(Cause::describe).collect();
+    assert!(lines.iter().all(|l| !l.trim_end().ends_with(':')), "a cause line without its reason: {lines:?}");
+    assert!(lines[0].contains("no ResourceSlice publishes a device"), "{lines:?}");
+    assert_eq!(e.causes, vec![Cause::NoDevicesPublished { request: "req".into() }]);
+    assert!(e.suggestions[0].contains("kubectl get resourceslices"), "{:?}", e.suggestions);
+}
+
+/// Evaluates `expression` against device `i` of the first slice.
+fn eval_on(state: &ClusterState, i: usize, expression: &str) -> Result<bool, String> {
+    let env = crate::cel::Environment::new();
+    let d = &state.slices[0].spec.devices.as_ref().unwrap()[i];
+    let input =
+        crate::cel::DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() };
+    env.matches(&env.compile(expression)?, &input)
+}
+
+#[test]
+fn the_guard_suggested_is_for_the_attribute_the_device_lacks() {
+    let mut s = cluster(1);
+    with_special(&mut s, 0, &[3], "yes");
+    let e = explain(&s, claim(NS, "want", "gpu", 1, &[SPECIAL]));
+    assert!(!e.fits);
+    let has = r#"has(device.attributes["gpu.example.com"].special)"#;
+    let optional = r#"device.attributes["gpu.example.com"].?special.orValue("")"#;
+    assert!(
+        e.suggestions.iter().any(|x| x.contains(&format!("{has} && ({SPECIAL})")) && x.contains(optional)),
+        "{:?}",
+        e.suggestions
+    );
+    // Both guards are what the allocator evaluates without error: false without the
+    // attribute, the selector's answer with it.
+    for guarded in [format!("{has} && ({SPECIAL})"), format!(r#"{optional} == "yes""#)] {
+        assert_eq!(eval_on(&s, 0, &guarded), Ok(false), "{guarded}");
+        assert_eq!(eval_on(&s, 3, &guarded), Ok(true), "{guarded}");
+    }
+
+    // A missing capacity is guarded the same way.
+    let cores = r#"device.capacity["gpu.example.com"].cores.compareTo(quantity("1")) >= 0"#;
+    let e = explain(&s, claim(NS, "want", "gpu", 1, &[cores]));
+    assert!(
+        e.suggestions.iter().any(|x| x.contains(r#"has(device.capacity["gpu.example.com"].cores)"#)
+            && x.contains(r#"device.capacity["gpu.example.com"].?cores.orValue(quantity("0"))"#)),
+        "{:?}",
+        e.suggestions
+    );
+}
+
+/// A claim of two requests of one GPU each under `constraint`.
+fn two_gpus_with(constraint: DeviceConstraint) -> ResourceClaim {
+    let mut c = claim(NS, "want", "gpu", 1, &[]);
+    let devices = c.spec.as_mut().unwrap().devices.as_mut().unwrap();
+    let mut second: DeviceRequest = devices.requests.as_ref().unwrap()[0].clone();
+    second.name = "other".into();
+    devices.requests.as_mut().unwrap().push(second);
+    devices.constraints = Some(vec![constraint]);
+    c
+}
+
+#[test]
+fn an_unmet_match_attribute_names_the_attribute_and_the_values_per_node() {
+    let mut s = cluster(2);
+    // One a100 and one l4 free per node: two devices, but not of one model.
+    s.claims.push(holder("a", "node-1", &["gpu-0", "gpu-2"]));
+    s.claims.push(holder("b", "node-2", &["gpu-1", "gpu-3"]));
+    let model = format!("{DRIVER}/model");
+    let e = explain(&s, two_gpus_with(DeviceConstraint { match_attribute: Some(model), ..Default::default() }));
+    assert!(!e.fits, "{}", crate::text(&e));
+    let line = e.causes[0].describe();
+    assert!(line.contains("matchAttribute gpu.example.com/model"), "{line}");
+    assert!(line.contains(r#"node-1: "a100" (gpu-1), "l4" (gpu-3)"#), "{line}");
+    assert!(line.contains(r#"node-2: "a100" (gpu-0), "l4" (gpu-2)"#), "{line}");
+    let [Cause::ConstraintUnmet { claim, constraint, attribute, nodes }] = e.causes.as_slice() else {
+        panic!("{:?}", e.causes)
+    };
+    assert_eq!(
+        (claim.as_str(), constraint.as_str(), attribute.as_str()),
+        ("default/want", "matchAttribute", "gpu.example.com/model")
+    );
+    assert_eq!(nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["node-1", "node-2"]);
+    // The node table names it too.
+    assert!(e.nodes.iter().all(|n| n.detail.contains("matchAttribute gpu.example.com/model not met")), "{:?}", e.nodes);
+}
+
+#[test]
+fn an_unmet_distinct_attribute_names_the_attribute_and_the_values_per_node() {
+    let mut s = cluster(1);
+    // Only the two a100 are free: two devices, but of one model.
+    s.claims.push(holder("a", "node-1", &["gpu-2", "gpu-3"]));
+    let model = format!("{DRIVER}/model");
+    let e = explain(&s, two_gpus_with(DeviceConstraint { distinct_attribute: Some(model), ..Default::default() }));
+    assert!(!e.fits, "{}", crate::text(&e));
+    let line = e.causes[0].describe();
+    assert!(line.contains("distinctAttribute gpu.example.com/model"), "{line}");
+    assert!(line.contains(r#"node-1: "a100" (gpu-0, gpu-1)"#), "{line}");
 }

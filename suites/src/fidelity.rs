@@ -49,6 +49,15 @@ const NEEDS_PREPARE: &[&str] = &[
     PLUGIN_CDI_RESOLVABLE,
 ];
 
+/// Plugin-tier checks that need no prepare: the suite, like the kubelet, reaches a plugin only
+/// through GetInfo, so without registration they fail too.
+const NEEDS_REGISTRATION: &[&str] = &[
+    PLUGIN_REGISTRATION_INFO,
+    PLUGIN_SLICES_MATCH_INVENTORY,
+    PLUGIN_SLICES_OWNED_BY_NODE,
+    PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
+];
+
 /// Cluster-tier checks that need a workload to start.
 const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     WORKLOAD_SEES_DEVICES,
@@ -222,6 +231,12 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "foreign-slice=node-99",
         misbehaviour: "also publishes a slice for node-99, a node that does not exist",
         breaks: &[&[PLUGIN_SLICES_OWNED_BY_NODE]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "strict-authority",
+        misbehaviour: "the registration socket's HTTP/2 server refuses the `:authority` the kubelet's plugin watcher sends (the socket path), as a plain tonic server does: GetInfo fails, the plugin never registers, and no claim is prepared",
+        breaks: &[NEEDS_REGISTRATION, NEEDS_PREPARE, NEEDS_RUNNING_WORKLOADS],
         may_break: &[],
     },
 ];

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use dracheck_clusters::local::{Lifetime, Progress};
-use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions};
+use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions, reach};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
 
@@ -15,6 +15,8 @@ use crate::engine::{self, Filter, Plan, Target};
 use crate::profile::Profile;
 use crate::result::{ClusterFacts, DriverFacts, RunResult, SCHEMA_VERSION};
 use crate::scenarios;
+
+mod no_slices;
 
 pub struct LocalRun {
     pub adapter: Adapter,
@@ -84,7 +86,9 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         ..cfg.cluster
     };
     let cluster = bring_up(opts, cfg.nodes, &cfg.adapter).await?;
-    let cluster_start = begun.elapsed();
+    // A first run builds the control plane: minutes that are not the run's own time.
+    let build = cluster.build;
+    let cluster_start = begun.elapsed().saturating_sub(build);
     let facts = ClusterFacts {
         provider: "local".into(),
         kubernetes_version: cluster.kubernetes_version().to_string(),
@@ -116,13 +120,16 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         }
         None
     };
-    let phases = [("cluster-start", cluster_start), ("teardown", teardown.elapsed())];
-    let result = assemble(begun, started_at, facts, driver, outcome, &phases);
+    let phases = [("build", build), ("cluster-start", cluster_start), ("teardown", teardown.elapsed())];
+    let result = assemble(begun, build, started_at, facts, driver, outcome, &phases);
     Ok(Finished { result, kept })
 }
 
+/// The result of a run; `build` (binaries built before the cluster started) is reported in the
+/// timings and left out of the run's duration.
 fn assemble(
     begun: Instant,
+    build: Duration,
     started_at: String,
     cluster: ClusterFacts,
     driver: DriverFacts,
@@ -135,7 +142,7 @@ fn assemble(
         schema_version: SCHEMA_VERSION,
         dracheck_version: env!("CARGO_PKG_VERSION").into(),
         started_at,
-        duration_seconds: begun.elapsed().as_secs_f64(),
+        duration_seconds: begun.elapsed().saturating_sub(build).as_secs_f64(),
         cluster,
         driver,
         driver_guarantees: outcome.driver_guarantees,
@@ -206,6 +213,34 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
             cfg.kubeconfig.display()
         ),
     })?;
+    if let Some(context) = &cfg.context
+        && !kc.contexts.iter().any(|c| &c.name == context)
+    {
+        let known: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        return Err(NotUp {
+            exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+            message: format!(
+                "--context {context}: the kubeconfig {} has no such context; its contexts: {}. Pass one of them \
+                 with --context",
+                cfg.kubeconfig.display(),
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ),
+        });
+    }
+    let server = reach::cluster_of(&kc, cfg.context.as_deref())
+        .and_then(|c| c.cluster.as_ref()?.server.clone())
+        .unwrap_or_else(|| "(no server)".into());
+    if let Some(problem) = reach::cluster_of(&kc, cfg.context.as_deref()).and_then(reach::ca_problem) {
+        return Err(NotUp {
+            exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+            message: format!(
+                "the kubeconfig {} names the cluster at {server}, but {problem}; fix the kubeconfig (kubectl says the \
+                 same: `kubectl --kubeconfig {} get nodes`)",
+                cfg.kubeconfig.display(),
+                cfg.kubeconfig.display()
+            ),
+        });
+    }
     let opts = KubeConfigOptions { context: cfg.context.clone(), ..KubeConfigOptions::default() };
     let config = kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| NotUp {
         exit_code: dracheck_clusters::EXIT_BAD_INPUT,
@@ -215,8 +250,8 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         kube::Client::try_from(config).map_err(|e| unreachable(format!("no client for the cluster: {e}; {fix}")))?;
     let version = tokio::time::timeout(Duration::from_secs(15), client.apiserver_version())
         .await
-        .map_err(|_| unreachable(format!("the cluster did not answer within 15s; {fix}")))?
-        .map_err(|e| unreachable(format!("the cluster cannot be reached: {e}; {fix}")))?;
+        .map_err(|_| unreachable(format!("the cluster at {server} did not answer within 15s; {fix}")))?
+        .map_err(|e| unreachable(format!("the cluster at {server} cannot be reached: {}; {fix}", reach::cause(&e))))?;
     let served =
         dracheck_clusters::local::served_resource_versions(&client).await.map_err(|e| unreachable(e.to_string()))?;
     if !served.iter().any(|v| v == "v1") {
@@ -260,7 +295,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
     let say = |l: &str| progress.line(l);
     let outcome = engine::run(&target, &plan, &say).await;
     let (facts, driver) = (target.cluster.clone(), target.driver.clone());
-    Ok(assemble(begun, started_at, facts, driver, outcome, &[]))
+    Ok(assemble(begun, Duration::ZERO, started_at, facts, driver, outcome, &[]))
 }
 
 /// The version of an installed driver, from the image tag of its plugin's pod on one of
@@ -291,6 +326,9 @@ async fn version_from_pods(client: &kube::Client, nodes: &[String], images: &[&s
     None
 }
 
+/// How long a started driver has to publish its slices on every node.
+const SLICE_WAIT: Duration = Duration::from_secs(60);
+
 /// The local cluster with `nodes` emulated nodes, the driver on each and its DeviceClasses,
 /// ready once every node's slices are published.
 async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) -> Result<LocalCluster, NotUp> {
@@ -303,12 +341,13 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
             adapter.name
         ),
     })?;
+    let progress = opts.progress.clone();
     let mut cluster = LocalCluster::start(opts).await?;
-    cluster.add_nodes(nodes).await?;
+    cluster.add_nodes_reporting(nodes, &progress).await?;
     install_classes(&cluster.client(), adapter).await.map_err(unreachable)?;
     cluster.start_driver(spec)?;
     let slices: Api<ResourceSlice> = Api::all(cluster.client());
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + SLICE_WAIT;
     loop {
         let lp = ListParams::default().fields(&format!("spec.driver={}", spec.name));
         let published: Vec<String> = slices
@@ -360,21 +399,48 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
             });
         }
         if Instant::now() > deadline {
-            let tail = cluster
+            let silent: Vec<no_slices::Silent> = cluster
                 .drivers()
                 .iter()
-                .find(|d| missing.contains(&d.node))
-                .map(|d| d.log_tail(15))
-                .unwrap_or_default();
+                .filter(|d| missing.contains(&d.node))
+                .filter_map(|d| {
+                    let n = cluster.nodes().iter().find(|n| n.name() == d.node)?;
+                    let registered = n.registered_drivers().contains(&spec.name);
+                    Some(no_slices::Silent::observe(spec, n.config(), registered, &n.log_path(), &d.log_path()))
+                })
+                .collect();
             return Err(NotUp {
                 exit_code: dracheck_clusters::EXIT_CLUSTER_DOWN,
-                message: format!(
-                    "the driver {} published no ResourceSlice for {missing:?} within 60s; its log:\n{tail}",
-                    spec.name
-                ),
+                message: no_slices::message(&spec.name, &spec.program, SLICE_WAIT, &silent),
             });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The fewest emulated nodes the selected scenarios of `profiles` can run on, and why: one
+/// node for everything, plus one per profile whose node-removal scenario runs (each removal
+/// takes a node for good, and its claim must find a node to move to).
+pub fn nodes_needed(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter) -> (usize, String) {
+    let removals: Vec<&str> = profiles
+        .iter()
+        .filter(|(_, p)| {
+            scenarios::cluster_scenarios()
+                .iter()
+                .any(|s| s.role == engine::Role::Removal && s.applicable(Some(p)).iter().any(|id| filter.selects(id)))
+        })
+        .map(|(_, p)| p.metadata.name.as_str())
+        .collect();
+    if removals.is_empty() {
+        (1, "every scenario runs on a node".into())
+    } else {
+        (
+            1 + removals.len(),
+            format!(
+                "one node for the scenarios, and one more for each profile whose node-removal scenario removes a node ({})",
+                removals.join(", ")
+            ),
+        )
     }
 }
 
@@ -395,4 +461,53 @@ pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result
 pub fn run_id() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     format!("{:06x}", (nanos ^ ((std::process::id() as u128) << 20)) & 0xff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    use crate::engine::{Filter, Outcome};
+    use crate::result::{ClusterFacts, DriverFacts};
+
+    #[test]
+    fn the_duration_is_the_runs_own_time_and_the_build_is_reported_apart() {
+        let begun = Instant::now().checked_sub(Duration::from_secs(100)).expect("the clock is past 100s");
+        let outcome = Outcome { driver_guarantees: Vec::new(), profiles: Vec::new(), timings: BTreeMap::new() };
+        let facts = ClusterFacts {
+            provider: "local".into(),
+            kubernetes_version: "v1.37.2".into(),
+            resource_api_versions: Vec::new(),
+            feature_gates: String::new(),
+            nodes: 1,
+        };
+        let driver = DriverFacts { name: "d".into(), version: "1".into(), artifact: "a".into() };
+        let build = Duration::from_secs(90);
+        let r = super::assemble(begun, build, String::new(), facts, driver, outcome, &[("build", build)]);
+        assert!((10.0..20.0).contains(&r.duration_seconds), "duration {}", r.duration_seconds);
+        assert_eq!(r.timings.get("build"), Some(&90.0));
+    }
+
+    fn shipped_mock() -> Vec<(std::path::PathBuf, crate::profile::Profile)> {
+        crate::profile::shipped("mock")
+            .into_iter()
+            .map(|p| {
+                let loaded = crate::profile::load(&p).expect("a shipped profile loads");
+                (p, loaded)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_needs_a_node_more_for_each_profile_that_removes_one() {
+        let profiles = shipped_mock();
+        let removing =
+            profiles.iter().filter(|(_, p)| p.guarantee_ids().iter().any(|id| id.starts_with("node.removal."))).count();
+        assert!(removing > 0, "a shipped mock profile checks node removal");
+        let (needed, why) = super::nodes_needed(&profiles, &Filter::default());
+        assert_eq!(needed, 1 + removing, "{why}");
+        let no_removal = Filter { only: Vec::new(), skip: vec!["node.removal.*".into()] };
+        assert_eq!(super::nodes_needed(&profiles, &no_removal).0, 1);
+    }
 }

@@ -603,3 +603,30 @@ fn version_requirements() {
     assert!(Version::parse("1").is_err());
     assert!(VersionReq::parse(">=1.34").unwrap().try_matches("banana").is_err());
 }
+
+#[test]
+fn a_duplicate_key_names_its_field_without_the_yaml_librarys_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = BASE.replace("  limits:\n", "  allocation:\n    withinSeconds: 60\n  limits:\n");
+    let path = write(dir.path(), "dup.yaml", &text);
+    let e = profile::load(&path).unwrap_err();
+    let ProfileError::Invalid { field, message, .. } = &e else { panic!("{e}") };
+    assert_eq!(field, "guarantees.allocation", "{e}");
+    assert!(message.contains("duplicate") && message.contains("allocation"), "{e}");
+    assert!(!message.to_lowercase().contains("hint"), "the library's own hint is left out: {e}");
+    assert_eq!(e.exit_code(), 2);
+}
+
+#[test]
+fn a_file_that_is_not_utf8_gets_advice_about_its_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latin1.yaml");
+    let mut bytes = BASE.replace("a test profile", "caf\u{e9}").into_bytes();
+    // "é" in Latin-1: one byte that is no UTF-8.
+    let at = bytes.windows(2).position(|w| w == [0xc3, 0xa9]).unwrap();
+    bytes.splice(at..at + 2, [0xe9]);
+    std::fs::write(&path, bytes).unwrap();
+    let e = profile::load(&path).unwrap_err().to_string();
+    assert!(e.contains("UTF-8") && e.contains("line 5"), "{e}");
+    assert!(!e.contains("Pass an existing file"), "{e}");
+}

@@ -17,7 +17,7 @@ pub enum ClusterCommand {
     /// Prints the kubeconfig path as the last line.
     Up(UpArgs),
     /// Stop the local cluster of a state dir and remove the dir.
-    Down(StateArgs),
+    Down(DownArgs),
     /// Show whether the local cluster of a state dir is running and ready.
     Status(StateArgs),
     /// Print the kubeconfig path of the local cluster of a state dir (last line).
@@ -38,6 +38,22 @@ pub struct AgentArgs {
     state: StateArgs,
     #[command(flatten)]
     nodes: NodeArgs,
+    /// Run only these of the numbered nodes (repeatable): the nodes of a kept run.
+    #[arg(long = "node", value_name = "NAME")]
+    only: Vec<String>,
+    /// The driver's DeviceClasses exist already (a kept run installed them).
+    #[arg(long)]
+    classes_exist: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// Instead of the cluster of --state-dir: remove the state dirs in $TMPDIR of every run
+    /// that is gone (killed before its teardown), after stopping what each one recorded.
+    #[arg(long)]
+    stale: bool,
 }
 
 #[derive(Debug, Args)]
@@ -103,12 +119,16 @@ fn default_state_dir() -> PathBuf {
 pub async fn run(cmd: ClusterCommand) -> u8 {
     let result = match cmd {
         ClusterCommand::Up(args) => up(args).await,
-        ClusterCommand::Down(args) => down(args),
+        ClusterCommand::Down(args) if args.stale => return down_stale(),
+        ClusterCommand::Down(args) => down(args.state),
         ClusterCommand::Status(args) => status(args).await,
         ClusterCommand::Kubeconfig(args) => kubeconfig(args),
         ClusterCommand::Build(args) => return ensure_binaries(&args).await.err().unwrap_or(exit::OK),
         ClusterCommand::KindConfig(args) => kind_config(args),
-        ClusterCommand::Agent(args) => return nodes::agent(&args.state.state_dir, args.nodes).await,
+        ClusterCommand::Agent(args) => {
+            let takeover = nodes::Takeover { nodes: args.only, classes_exist: args.classes_exist };
+            return nodes::agent(&args.state.state_dir, args.nodes, takeover).await;
+        }
     };
     result.unwrap_or_else(report)
 }
@@ -153,14 +173,51 @@ pub async fn ensure_binaries(args: &BinArgs) -> Result<(), u8> {
     }
 }
 
+/// Removes the state dirs of runs that are gone (killed before their teardown), one line
+/// each: done at the start of every `conformance` and `cluster up`. Returns how many.
+pub fn reap_stale(progress: &Progress) -> usize {
+    report_reaped(local::reap::reap_stale(), &|l| progress.line(l))
+}
+
+fn report_reaped(results: Vec<Result<local::reap::Reaped, ClusterError>>, say: &dyn Fn(&str)) -> usize {
+    let mut removed = 0;
+    for r in results {
+        match r {
+            Ok(reaped) => {
+                say(&reaped.to_string());
+                removed += 1;
+            }
+            Err(e) => say(&format!("could not remove a stale state dir: {e}")),
+        }
+    }
+    removed
+}
+
+/// `cluster down --stale`.
+pub fn down_stale() -> u8 {
+    let results = local::reap::reap_stale();
+    let failed = results.iter().any(Result::is_err);
+    let removed = report_reaped(results, &|l| println!("{l}"));
+    if removed == 0 && !failed {
+        println!("no stale state dirs in {}", std::env::temp_dir().display());
+    }
+    if failed { exit::CLUSTER_DOWN } else { exit::OK }
+}
+
 async fn up(args: UpArgs) -> Result<u8, ClusterError> {
     if args.nodes.driver.is_set() && args.nodes.nodes == 0 {
         eprintln!("dracheck: --driver runs the driver on emulated nodes; pass --nodes N (N ≥ 1) as well");
         return Ok(exit::BAD_INPUT);
     }
+    local::node_limit().check(args.nodes.nodes)?;
     // Checked (and a Go-built driver built) before anything starts, so that a wrong driver
     // leaves nothing behind.
     let progress = Progress::stderr();
+    reap_stale(&progress);
+    // The given dir itself may hold the state of an `up` that was killed while starting.
+    if let Some(reaped) = local::reap::reap_if_stale(&args.state.state_dir)? {
+        progress.line(reaped.to_string());
+    }
     let adapter = match args.nodes.driver.emulated_adapter(&progress).await {
         Ok(a) => a,
         Err((code, msg)) => {
@@ -187,24 +244,28 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         }
     };
     let state_dir = cluster.state_dir().to_path_buf();
-    let info = cluster.detach();
     if args.nodes.nodes > 0 {
         eprintln!(
             "starting {} emulated node(s){}",
             args.nodes.nodes,
             adapter.as_ref().map_or(String::new(), |a| format!(" with driver {}", a.name))
         );
+        let takeover = nodes::Takeover::default();
         let started = tokio::select! {
-            r = nodes::spawn_agent(&state_dir, &args.nodes, adapter.is_some()) => r,
+            r = nodes::spawn_agent(&state_dir, &args.nodes, &takeover, adapter.is_some()) => r,
             _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
         };
         if let Err(e) = started {
             eprintln!("dracheck: {e}");
-            let _ = local::stop_recorded(&state_dir);
+            // The agent is stopped already; the handle stops the control plane.
+            drop(cluster);
             eprintln!("stopped the cluster again and removed {}", state_dir.display());
             return Ok(exit::CLUSTER_DOWN);
         }
     }
+    // Only now is it nobody's: an `up` killed before this point leaves a dir that the next
+    // run reaps.
+    let info = cluster.detach()?;
     eprintln!(
         "local cluster {} is running at {}; stop it with `cargo xtask cluster down --state-dir {}`",
         info.kubernetes_version,
@@ -216,14 +277,15 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
 }
 
 fn down(args: StateArgs) -> Result<u8, ClusterError> {
-    let info = local::stop_recorded(&args.state_dir)?;
-    eprintln!(
-        "stopped {} process(es) of the local cluster {} and removed {}",
-        info.processes.len(),
-        info.kubernetes_version,
-        args.state_dir.display()
-    );
+    let stopped = local::stop_recorded(&args.state_dir)?;
+    eprintln!("{}", down_message(&stopped, &args.state_dir));
     Ok(exit::OK)
+}
+
+/// What `down` found and did, e.g. `local cluster v1.37.2: found 4 recorded processes, none
+/// alive; removed /tmp/x`.
+fn down_message(stopped: &local::Stopped, state_dir: &std::path::Path) -> String {
+    format!("local cluster {}: {}; removed {}", stopped.kubernetes_version, stopped.summary(), state_dir.display())
 }
 
 async fn status(args: StateArgs) -> Result<u8, ClusterError> {
@@ -269,4 +331,37 @@ fn kubeconfig(args: StateArgs) -> Result<u8, ClusterError> {
     }
     println!("{}", info.kubeconfig.display());
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stopped(stopped: &[&str], not_running: &[&str]) -> local::Stopped {
+        local::Stopped {
+            kubernetes_version: "v1.37.2".into(),
+            stopped: stopped.iter().map(|s| s.to_string()).collect(),
+            not_running: not_running.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn down_says_what_it_found() {
+        let dir = std::path::Path::new("/tmp/dracheck-0/local");
+        let components = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"];
+        assert_eq!(
+            down_message(&stopped(&[], &components), dir),
+            "local cluster v1.37.2: found 4 recorded processes, none alive; removed /tmp/dracheck-0/local"
+        );
+        assert_eq!(
+            down_message(&stopped(&components, &[]), dir),
+            "local cluster v1.37.2: stopped its 4 processes (etcd, kube-apiserver, kube-scheduler, \
+             kube-controller-manager); removed /tmp/dracheck-0/local"
+        );
+        assert_eq!(
+            down_message(&stopped(&["kube-apiserver", "node-agent"], &["etcd"]), dir),
+            "local cluster v1.37.2: stopped 2 of its 3 recorded processes (kube-apiserver, node-agent); etcd had \
+             already ended; removed /tmp/dracheck-0/local"
+        );
+    }
 }

@@ -133,6 +133,7 @@ fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathB
 
 async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     let progress = Progress::stderr();
+    crate::cluster::reap_stale(&progress);
     // kind and k3s say first whether Docker answers, before anything is built.
     if let provider @ ("kind" | "k3s") = args.cluster.as_str() {
         crate::providers::preflight(provider, &args.driver)?;
@@ -147,6 +148,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     // Everything that can be wrong with the input is checked before anything starts.
     let adapter = args.driver.adapter(Some("mock"), &progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(&args, &adapter)?;
+    check_out(&args.out)?;
     match args.cluster.as_str() {
         "local" if args.driver_pods.is_some() => {
             return Err((
@@ -171,14 +173,14 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| (exit::BAD_INPUT, format!("cannot create --out {}: {e}", args.out.display())))?;
+    let filter = Filter { only: args.only.clone(), skip: args.skip.clone() };
+    check_nodes(args.nodes, &profiles, &filter)?;
 
     let short = adapter.short;
     let cfg = LocalRun {
         adapter,
         profiles,
-        filter: Filter { only: args.only.clone(), skip: args.skip.clone() },
+        filter,
         nodes: args.nodes,
         cluster: LocalClusterOptions {
             k8s_version: args.k8s_version.clone(),
@@ -201,15 +203,53 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
         }
     };
     if let Some(c) = finished.kept {
-        let dir = c.state_dir().to_path_buf();
-        let info = c.detach();
-        eprintln!(
-            "kept the cluster: kubeconfig {}; stop it with `cargo xtask cluster down --state-dir {}`",
-            info.kubeconfig.display(),
-            dir.display()
-        );
+        crate::nodes::keep_and_say(c, &args.driver).await;
     }
     write_and_report(&args, short, &run_id, finished.result)
+}
+
+/// `--nodes` within what the run can use: enough for the selected scenarios, no more than the
+/// machine holds.
+fn check_nodes(nodes: usize, profiles: &[(PathBuf, Profile)], filter: &Filter) -> Result<(), Early> {
+    let (needed, why) = local_run::nodes_needed(profiles, filter);
+    if nodes < needed {
+        return Err((
+            exit::BAD_INPUT,
+            format!(
+                "--nodes {nodes}: this run needs at least {needed} emulated node(s): {why}. Pass --nodes {needed} or \
+                 more (the default, 7, runs every scenario role of the shipped profiles side by side), or leave the \
+                 node-removal guarantees out with --skip 'node.removal.*'"
+            ),
+        ));
+    }
+    dracheck_clusters::local::node_limit().check(nodes).map_err(|e| (exit::BAD_INPUT, e.to_string()))
+}
+
+/// `--out` can take the result: checked before the run, so a finished run never has nowhere
+/// to write. The probe file, and the folders made for it, are removed again: a run refused
+/// later leaves nothing behind, and the result's write makes them anew.
+fn check_out(out: &std::path::Path) -> Result<(), Early> {
+    let first_missing = out.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).last();
+    let probed = probe_out(out);
+    if let Some(made) = first_missing {
+        let _ = std::fs::remove_dir_all(made);
+    }
+    probed
+}
+
+fn probe_out(out: &std::path::Path) -> Result<(), Early> {
+    let unwritable = |e: std::io::Error| {
+        (
+            exit::BAD_INPUT,
+            format!(
+                "--out {}: cannot write there ({e}); pass --out with a directory you can write to (it is created if \
+                 missing)",
+                out.display()
+            ),
+        )
+    };
+    std::fs::create_dir_all(out).map_err(unwritable)?;
+    tempfile::Builder::new().prefix(".dracheck-probe-").tempfile_in(out).map(drop).map_err(unwritable)
 }
 
 /// `--cluster kind|k3s` (`preflight` found Docker): a new cluster, the driver installed with
@@ -254,8 +294,6 @@ async fn existing(
     progress: Progress,
     provider: &str,
 ) -> Result<u8, Early> {
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| (exit::BAD_INPUT, format!("cannot create --out {}: {e}", args.out.display())))?;
     let kubeconfig = args
         .kubeconfig
         .clone()
@@ -309,10 +347,22 @@ async fn existing(
 
 fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: RunResult) -> Result<u8, Early> {
     let file = args.out.join(format!("{short}-{}-{run_id}.json", result.cluster.kubernetes_version));
+    let _ = std::fs::create_dir_all(&args.out);
     let mut result = result;
     crate::report::redactor(args.kubeconfig.as_deref()).result(&mut result);
     let json = serde_json::to_string_pretty(&result).expect("the result serializes");
-    std::fs::write(&file, json).map_err(|e| (exit::CLUSTER_DOWN, format!("writing {}: {e}", file.display())))?;
+    let file = match write_or_fallback(&file, &json, &std::env::temp_dir()) {
+        Ok((written, None)) => written,
+        Ok((written, Some(e))) => {
+            eprintln!(
+                "dracheck: could not write {} ({e}); the result is at {} instead",
+                file.display(),
+                written.display()
+            );
+            written
+        }
+        Err(why) => return Err((exit::FAILED, format!("{why}; here it is:\n{json}"))),
+    };
     print_summary(&result);
     println!("result: {}", file.display());
     match dracheck_report::render_beside(&file, &result, &Default::default()) {
@@ -325,10 +375,37 @@ fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: R
     Ok(if result.all_held() { exit::OK } else { exit::FAILED })
 }
 
+/// Writes a finished result to `file`; where that fails (`--out` was writable when the run
+/// began, but no longer is) to the same name in `fallback_dir`, with the error that sent it
+/// there. A finished result is never dropped silently.
+fn write_or_fallback(
+    file: &std::path::Path,
+    json: &str,
+    fallback_dir: &std::path::Path,
+) -> Result<(PathBuf, Option<std::io::Error>), String> {
+    let e = match std::fs::write(file, json) {
+        Ok(()) => return Ok((file.to_path_buf(), None)),
+        Err(e) => e,
+    };
+    let fallback = fallback_dir.join(file.file_name().unwrap_or_else(|| "dracheck-result.json".as_ref()));
+    match std::fs::write(&fallback, json) {
+        Ok(()) => Ok((fallback, Some(e))),
+        Err(e2) => Err(format!(
+            "the run finished, but its result could be written neither to {} ({e}) nor to {} ({e2})",
+            file.display(),
+            fallback.display()
+        )),
+    }
+}
+
 fn print_summary(r: &RunResult) {
     println!();
+    let build = match r.timings.get("build") {
+        Some(b) if *b >= 1.0 => format!(" (+ {b:.0}s building the cluster's binaries)"),
+        _ => String::new(),
+    };
     println!(
-        "dracheck {} · driver {} {} · Kubernetes {} ({}) · {:.0}s",
+        "dracheck {} · driver {} {} · Kubernetes {} ({}) · {:.0}s{build}",
         r.dracheck_version,
         r.driver.name,
         r.driver.version,
@@ -355,4 +432,30 @@ fn print_summary(r: &RunResult) {
     }
     let count = |v: Verdict| r.all().filter(|g| g.verdict == v).count();
     println!("{} passed, {} failed, {} skipped", count(Verdict::Pass), count(Verdict::Fail), count(Verdict::Skip));
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_result_that_cannot_go_to_out_goes_to_the_fallback_dir() {
+        let fallback = tempfile::tempdir().unwrap();
+        let gone = std::path::Path::new("/proc/dracheck-no-such-dir/mock-v1.37.2-abc.json");
+        let (written, why) = super::write_or_fallback(gone, "{}", fallback.path()).unwrap();
+        assert_eq!(written, fallback.path().join("mock-v1.37.2-abc.json"));
+        assert!(why.is_some(), "the reason it went elsewhere is kept");
+        assert_eq!(std::fs::read_to_string(written).unwrap(), "{}");
+    }
+
+    #[test]
+    fn an_unwritable_out_is_refused_before_the_run_and_leaves_no_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("a/b/results");
+        super::check_out(&fresh).unwrap();
+        assert!(!dir.path().join("a").exists(), "the folders made for the probe are removed again");
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let (code, message) = super::check_out(&file).unwrap_err();
+        assert_eq!(code, crate::exit::BAD_INPUT);
+        assert!(message.contains("cannot write there"), "{message}");
+    }
 }

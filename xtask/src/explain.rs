@@ -31,7 +31,8 @@ pub enum Output {
     Json,
 }
 
-/// 0: a device set fits (or all claims are allocated); 1: none fits, explained; 2: bad
+/// 0: a device set fits (or all claims are allocated); 1: it does not schedule, explained
+/// (no device set fits, or a selector error fails the pod's whole scheduling attempt); 2: bad
 /// input; 3: the cluster is unreachable or serves no DRA API.
 pub async fn run(args: ExplainArgs) -> u8 {
     match explain(&args).await {

@@ -1,6 +1,7 @@
 //! `cargo xtask …`: dracheck's command line.
 
 mod bench;
+mod cleanup;
 mod cluster;
 mod conformance;
 mod drivers;
@@ -52,6 +53,9 @@ enum Command {
     Inventory(inventory::InventoryArgs),
     /// Build (or check) the control-plane binaries, then run the workspace's tests.
     Test(TestArgs),
+    /// Remove what runs that are gone (killed before their teardown) left: local state dirs
+    /// in $TMPDIR, and with --kubeconfig their namespaces and DeviceClasses on that cluster.
+    Cleanup(cleanup::CleanupArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
             Command::Compare(args) => report::compare(args),
             Command::Explain(args) => explain::run(args).await,
             Command::Inventory(args) => inventory::run(args).await,
+            Command::Cleanup(args) => cleanup::run(args).await,
         }
     });
     ExitCode::from(code)

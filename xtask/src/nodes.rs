@@ -1,13 +1,17 @@
-//! Emulated nodes and drivers for `cluster up --nodes N --driver NAME`: they must outlive the
-//! `up` command, so a detached agent process (`cluster agent`, hidden) runs them next to the
-//! control plane and is stopped by `cluster down` like the other recorded processes.
+//! Emulated nodes and drivers for `cluster up --nodes N --driver NAME` and for a kept
+//! conformance run: they must outlive the command, so a detached agent process (`cluster
+//! agent`, hidden) runs them next to the control plane and is stopped by `cluster down` like
+//! the other recorded processes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
+use dracheck_clusters::LocalCluster;
 use dracheck_clusters::local::process::{Lifetime, Supervised};
-use dracheck_clusters::local::{ClusterInfo, DriverInstance, EmulatedNode, NodeConfig, Progress, client_for, pki::Pki};
+use dracheck_clusters::local::{
+    ClusterInfo, DriverInstance, EmulatedNode, NodeConfig, Progress, client_for, pki::Pki, state,
+};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
@@ -33,12 +37,48 @@ impl NodeArgs {
     }
 }
 
+/// An agent that takes over the nodes of a run (`conformance --keep-cluster`) rather than
+/// starting a cluster's first ones.
+#[derive(Debug, Clone, Default)]
+pub struct Takeover {
+    /// Only these of the numbered nodes (the run may have removed some); empty: all.
+    pub nodes: Vec<String>,
+    /// The run installed the driver's DeviceClasses already.
+    pub classes_exist: bool,
+}
+
+impl Takeover {
+    fn to_args(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.nodes.iter().map(|n| format!("--node={n}")).collect();
+        if self.classes_exist {
+            out.push("--classes-exist".into());
+        }
+        out
+    }
+
+    /// The names of the nodes the agent runs, of `count` numbered ones.
+    fn node_names(&self, count: usize) -> Vec<String> {
+        (0..count)
+            .map(|i| format!("node-{}", i + 1))
+            .filter(|n| self.nodes.is_empty() || self.nodes.contains(n))
+            .collect()
+    }
+}
+
 /// Starts the agent for `state_dir` and waits until its nodes are Ready (and the driver has
-/// published a slice on each); records it in `cluster.json` so that `down` stops it.
-pub async fn spawn_agent(state_dir: &Path, args: &NodeArgs, has_driver: bool) -> Result<(), String> {
+/// published a slice on each); records it in `cluster.json` so that `down` stops it. On
+/// failure the agent is stopped again, and the message names its log in a folder that
+/// outlives the state dir.
+pub async fn spawn_agent(
+    state_dir: &Path,
+    args: &NodeArgs,
+    takeover: &Takeover,
+    has_driver: bool,
+) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut cmd_args = vec!["cluster".to_string(), "agent".into(), format!("--state-dir={}", state_dir.display())];
     cmd_args.extend(args.to_args());
+    cmd_args.extend(takeover.to_args());
     let log = state_dir.join("logs/agent.log");
     let agent =
         Supervised::spawn("node-agent", &exe, &cmd_args, &log, Lifetime::Detached).map_err(|e| e.to_string())?;
@@ -46,39 +86,95 @@ pub async fn spawn_agent(state_dir: &Path, args: &NodeArgs, has_driver: bool) ->
     info.processes.push(agent.record().clone());
     info.save(state_dir).map_err(|e| e.to_string())?;
     let mut agent = Some(agent);
+    let names = takeover.node_names(args.nodes);
 
     let client = client_for(&info.kubeconfig, None).await.map_err(|e| e.to_string())?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
         if let Some(status) = agent.as_mut().and_then(|a| a.exited()) {
-            return Err(format!(
-                "the node agent exited ({status}); its log {}:\n{}",
-                log.display(),
-                dracheck_clusters::error::log_tail(&log, 15)
-            ));
+            let (log, tail) = kept_log(state_dir, &log);
+            return Err(format!("the node agent exited ({status}); its log {}:\n{tail}", log.display()));
         }
-        if ready(&client, args.nodes, has_driver).await {
+        if ready(&client, &names, has_driver).await {
             agent.take().map(Supervised::release);
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
+            drop(agent.take());
+            let (log, tail) = kept_log(state_dir, &log);
             return Err(format!(
-                "the emulated nodes were not ready within 90s; the agent's log {}:\n{}",
-                log.display(),
-                dracheck_clusters::error::log_tail(&log, 15)
+                "the emulated nodes were not ready within 90s; the agent's log {}:\n{tail}",
+                log.display()
             ));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
-async fn ready(client: &kube::Client, nodes: usize, has_driver: bool) -> bool {
+/// The agent's log moved out of the state dir, which the caller removes next, and its tail.
+fn kept_log(state_dir: &Path, log: &Path) -> (PathBuf, String) {
+    let logs = state_dir.join("logs");
+    let log = match state::keep_logs(state_dir) {
+        Some(kept) => state::moved_log(log, &logs, &kept),
+        None => log.to_path_buf(),
+    };
+    let tail = dracheck_clusters::error::log_tail(&log, 15);
+    (log, tail)
+}
+
+/// `conformance --keep-cluster`: the run's nodes and drivers live in this process, which is
+/// about to end. A node agent takes them over as it runs those of `cluster up --nodes`, so
+/// that the whole cluster stays for inspection until `cluster down`. Returns the cluster's
+/// record; on failure the cluster is stopped.
+pub async fn keep(mut cluster: LocalCluster, driver: &DriverArgs) -> Result<ClusterInfo, String> {
+    let dir = cluster.state_dir().to_path_buf();
+    let client = cluster.client();
+    let nodes = cluster.stop_nodes();
+    for node in &nodes {
+        set_run_logs_aside(&node.root);
+        // The agent is ready once its drivers have published; the run's slices must not
+        // count as theirs.
+        let _ = dracheck_clusters::local::node::plugins::wipe_slices(&client, &node.name, None).await;
+    }
+    if !nodes.is_empty() {
+        let count = nodes.iter().filter_map(|n| n.name.strip_prefix("node-")?.parse::<usize>().ok()).max();
+        let mut driver = driver.clone();
+        if !driver.is_set() {
+            driver.driver = Some("mock".into());
+        }
+        let args = NodeArgs { nodes: count.unwrap_or(0), driver };
+        let takeover = Takeover { nodes: nodes.iter().map(|n| n.name.clone()).collect(), classes_exist: true };
+        // On failure the handle, dropped on return, stops the control plane.
+        spawn_agent(&dir, &args, &takeover, true).await.map_err(|e| format!("{e}\nThe cluster was stopped."))?;
+    }
+    cluster.detach().map_err(|e| {
+        format!(
+            "recording that the cluster is kept failed ({e}); the next run will stop it and remove {}",
+            dir.display()
+        )
+    })
+}
+
+/// A driver started anew truncates its log: the run's log of each driver on the node is
+/// renamed `driver-<name>.run.log` first.
+fn set_run_logs_aside(node_root: &Path) {
+    let Ok(entries) = std::fs::read_dir(node_root) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_prefix("driver-").and_then(|n| n.strip_suffix(".log"))
+            && !stem.ends_with(".run")
+        {
+            let _ = std::fs::rename(entry.path(), node_root.join(format!("driver-{stem}.run.log")));
+        }
+    }
+}
+
+async fn ready(client: &kube::Client, names: &[String], has_driver: bool) -> bool {
     let node_api: Api<Node> = Api::all(client.clone());
     let slices: Api<ResourceSlice> = Api::all(client.clone());
-    for i in 0..nodes {
-        let name = format!("node-{}", i + 1);
+    for name in names {
         let untainted = node_api
-            .get_opt(&name)
+            .get_opt(name)
             .await
             .ok()
             .flatten()
@@ -96,9 +192,10 @@ async fn ready(client: &kube::Client, nodes: usize, has_driver: bool) -> bool {
     true
 }
 
-/// `cluster agent`: runs the nodes and drivers of a `cluster up` until SIGTERM.
-pub async fn agent(state_dir: &Path, args: NodeArgs) -> u8 {
-    match run_agent(state_dir, args).await {
+/// `cluster agent`: runs the nodes and drivers of a `cluster up` (or a kept run) until
+/// SIGTERM.
+pub async fn agent(state_dir: &Path, args: NodeArgs, takeover: Takeover) -> u8 {
+    match run_agent(state_dir, args, takeover).await {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("dracheck node agent: {e}");
@@ -107,21 +204,20 @@ pub async fn agent(state_dir: &Path, args: NodeArgs) -> u8 {
     }
 }
 
-async fn run_agent(state_dir: &Path, args: NodeArgs) -> Result<(), String> {
+async fn run_agent(state_dir: &Path, args: NodeArgs, takeover: Takeover) -> Result<(), String> {
     let info = ClusterInfo::load(state_dir).map_err(|e| e.to_string())?;
     let client = client_for(&info.kubeconfig, None).await.map_err(|e| e.to_string())?;
     let pki = Pki::load(state_dir).map_err(|e| e.to_string())?;
     let adapter = args.driver.emulated_adapter(&Progress::stderr()).await.map_err(|(_, e)| e)?;
-    if let Some(adapter) = &adapter {
+    if let Some(adapter) = adapter.as_ref().filter(|_| !takeover.classes_exist) {
         dracheck_suites::local_run::install_classes(&client, adapter).await?;
     }
     let spec = adapter.and_then(|a| a.spec);
     let mut nodes = Vec::new();
     let mut drivers: Vec<DriverInstance> = Vec::new();
-    for i in 0..args.nodes {
-        let node = EmulatedNode::start(client.clone(), &pki, NodeConfig::numbered(state_dir, i))
-            .await
-            .map_err(|e| e.to_string())?;
+    let names = takeover.node_names(args.nodes);
+    for cfg in (0..args.nodes).map(|i| NodeConfig::numbered(state_dir, i)).filter(|c| names.contains(&c.name)) {
+        let node = EmulatedNode::start(client.clone(), &pki, cfg).await.map_err(|e| e.to_string())?;
         eprintln!("node {} started", node.name());
         if let Some(spec) = &spec {
             drivers.push(
@@ -141,4 +237,19 @@ async fn run_agent(state_dir: &Path, args: NodeArgs) -> Result<(), String> {
     drop(drivers);
     drop(nodes);
     Ok(())
+}
+
+/// [`keep`], and what the user needs next: where the cluster is and how to stop it.
+pub async fn keep_and_say(cluster: LocalCluster, driver: &DriverArgs) {
+    let dir = cluster.state_dir().to_path_buf();
+    match keep(cluster, driver).await {
+        Ok(info) => eprintln!(
+            "kept the cluster with its nodes and drivers: kubeconfig {}; logs under {} (the run's driver logs are \
+             nodes/<node>/driver-*.run.log); stop it with `cargo xtask cluster down --state-dir {}`",
+            info.kubeconfig.display(),
+            dir.display(),
+            dir.display()
+        ),
+        Err(e) => eprintln!("dracheck: the cluster could not be kept: {e}"),
+    }
 }

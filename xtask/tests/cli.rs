@@ -19,6 +19,7 @@ fn every_command_has_help() {
         vec!["cluster", "kind-config", "--help"],
         vec!["conformance", "--help"],
         vec!["test", "--help"],
+        vec!["cleanup", "--help"],
     ] {
         let out = xtask(&args, &[]);
         assert!(out.status.success(), "{args:?}: {}", text(&out));
@@ -213,6 +214,11 @@ fn conformance_refuses_bad_input_before_starting_anything() {
         (vec!["conformance", "--nvml-recording", "rec.json"], "switch of the nvidia driver"),
         (vec!["conformance", "--driver", "mock", "--driver-version", "1.0"], "--driver-version states"),
         (vec!["conformance", "--driver", "nvidia", "--nvml-recording", "/nonexistent.json"], "does not exist"),
+        (vec!["conformance", "--nodes", "0"], "needs at least 2 emulated node(s)"),
+        (vec!["conformance", "--nodes", "1"], "one more for each profile whose node-removal scenario"),
+        (vec!["conformance", "--nodes", "100000"], "this machine can hold at most"),
+        (vec!["conformance", "--out", "/proc/dracheck-cannot-write-here"], "cannot write there"),
+        (vec!["conformance", "--out", "/proc/self/status"], "cannot write there"),
     ];
     for (args, needle) in cases {
         let out = xtask(&args, &[]);
@@ -448,5 +454,11 @@ fn a_misnamed_or_silent_plugin_is_named_within_a_bounded_time() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains("published no ResourceSlice"), "{}", text(&out));
     assert!(text(&out).contains("within 60s"), "{}", text(&out));
+    // It says where the kubelet looked, that the shell wrote nothing, and what to fix.
+    assert!(text(&out).contains("no registration socket appeared in "), "{}", text(&out));
+    assert!(text(&out).contains("/nodes/node-1/plugins_registry"), "{}", text(&out));
+    assert!(text(&out).contains("no dra.sock appeared in "), "{}", text(&out));
+    assert!(text(&out).contains(".log is empty"), "{}", text(&out));
+    assert!(text(&out).contains("--driver-arg points it at the node's dirs"), "{}", text(&out));
     assert_eq!(processes_mentioning(tmp.path()), Vec::<String>::new(), "the silent plugin was stopped");
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::node::NodeConfig;
+use super::node::{DEFAULT_PATH, NodeConfig};
 use super::process::{Lifetime, Supervised};
 use crate::error::{Result, log_tail};
 
@@ -111,7 +111,10 @@ impl DriverInstance {
     fn spawn(&mut self, append: bool) -> Result<()> {
         let _ = std::fs::create_dir_all(self.spec.plugin_dir(&self.cfg));
         let mut cmd = std::process::Command::new(&self.spec.program);
-        cmd.args((self.spec.args)(&self.cfg, &self.kubeconfig));
+        // Only what a DaemonSet pod would get, not the caller's environment: a driver that
+        // prefers `$KUBECONFIG` to `--kubeconfig` would otherwise talk to the user's own
+        // cluster. Everything the driver needs comes on its command line.
+        cmd.args((self.spec.args)(&self.cfg, &self.kubeconfig)).env_clear().env("PATH", DEFAULT_PATH);
         let name = format!("{}@{}", self.spec.name, self.cfg.name);
         self.process = Some(Supervised::spawn_command(&name, cmd, &self.log_path(), append, self.lifetime)?);
         Ok(())
@@ -189,6 +192,25 @@ mod tests {
                 "--plugin=/c/nodes/node-2/plugins/gpu.example.com/x",
             ]
         );
+    }
+
+    #[test]
+    fn a_driver_gets_a_pods_environment_not_the_callers() {
+        let dir = tempfile::tempdir().unwrap();
+        // `env` with no arguments prints its environment, into the driver's log.
+        let spec = DriverSpec::from_template("env.dracheck.io", Path::new("/usr/bin/env"), &[]).unwrap();
+        let node = NodeConfig::numbered(dir.path(), 0);
+        let kubeconfig = dir.path().join("admin.kubeconfig");
+        let mut driver = DriverInstance::start(&spec, &node, &kubeconfig, Lifetime::Attached).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while driver.exited().is_none() {
+            assert!(std::time::Instant::now() < deadline, "`env` did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The test's own environment (cargo's variables, HOME, a KUBECONFIG if set) is the
+        // caller's; none of it may reach the driver.
+        let env = std::fs::read_to_string(driver.log_path()).unwrap();
+        assert_eq!(env.lines().collect::<Vec<_>>(), [format!("PATH={DEFAULT_PATH}")]);
     }
 
     #[test]

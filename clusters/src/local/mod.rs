@@ -6,13 +6,16 @@
 //! proves that the controllers act on the API. Teardown runs the other way round.
 
 pub mod binaries;
+pub mod capacity;
 pub mod drivers;
 mod health;
 pub mod node;
+pub mod owner;
 pub mod pki;
 pub mod ports;
 pub mod process;
 pub mod progress;
+pub mod reap;
 pub mod state;
 pub mod versions;
 
@@ -23,15 +26,17 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use self::binaries::BinDir;
+pub use self::capacity::{NodeLimit, node_limit};
 pub use self::drivers::{DriverInstance, DriverSpec};
 use self::health::{etcd_health, http_ok, wait_healthy};
 pub use self::node::{EmulatedNode, NodeConfig};
+use self::owner::{Owner, OwnerProcess};
 use self::pki::Pki;
 pub use self::process::Lifetime;
 use self::process::Supervised;
 pub use self::progress::Progress;
-pub use self::state::ClusterInfo;
 use self::state::StateDir;
+pub use self::state::{ClusterInfo, Stopped};
 use crate::error::{ClusterError, Result};
 use crate::gobuild::fmt_elapsed;
 
@@ -97,6 +102,8 @@ pub struct LocalCluster {
     running: Running,
     lifetime: Lifetime,
     pub startup: Duration,
+    /// Finding or building the binaries before the start; not part of `startup`.
+    pub build: Duration,
 }
 
 /// The processes and the state dir, torn down on drop: also when start-up fails halfway or
@@ -114,6 +121,23 @@ impl Running {
         }
         self.state.remove();
     }
+
+    /// Teardown after a failed start. An error that quotes a component's log would otherwise
+    /// name a file that teardown deletes: the logs are moved out of the state dir first, and
+    /// the error names where they went.
+    fn fail(&mut self, mut e: ClusterError) -> ClusterError {
+        while let Some(mut p) = self.processes.pop() {
+            p.stop(Duration::from_secs(10));
+        }
+        if let Some(log) = e.quoted_log_mut() {
+            let logs = self.state.path().join("logs");
+            if let Some(kept) = state::keep_logs(self.state.path()) {
+                *log = state::moved_log(log, &logs, &kept);
+            }
+        }
+        self.state.remove();
+        e
+    }
 }
 
 impl Drop for Running {
@@ -127,7 +151,9 @@ impl Drop for Running {
 impl LocalCluster {
     pub async fn start(opts: LocalClusterOptions) -> Result<LocalCluster> {
         let feature_gates = validate_feature_gates(&opts.feature_gates)?;
+        let building = std::time::Instant::now();
         let bins = resolve_binaries(&opts).await?;
+        let build = building.elapsed();
         let release = versions::find_release(&bins.version).ok();
         let state = match &opts.state_dir {
             Some(dir) => StateDir::given(dir)?,
@@ -135,221 +161,248 @@ impl LocalCluster {
         };
         let dir = state.path().to_path_buf();
         let mut running = Running { processes: Vec::new(), state, detached: false };
-        let progress = &opts.progress;
-        let started = Instant::now();
-
-        let apiserver_port = ports::claim(opts.apiserver_port, "kube-apiserver")?;
-        let etcd_port = ports::free_port()?;
-        let etcd_peer_port = ports::free_port()?;
-        let scheduler_port = ports::free_port()?;
-        let kcm_port = ports::free_port()?;
-        let server = format!("https://127.0.0.1:{apiserver_port}");
-
-        let pki = Pki::create(&dir)?;
-        let apiserver_cert = pki.serving(
-            "kube-apiserver",
-            &[
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local",
-                SERVICE_IP,
-            ],
-        )?;
-        let scheduler_cert = pki.serving("kube-scheduler", &[])?;
-        let kcm_cert = pki.serving("kube-controller-manager", &[])?;
-        let kubelet_client = pki.client("kube-apiserver-kubelet-client", Some("system:masters"))?;
-        let front_proxy = pki.client("front-proxy-client", None)?;
-        let (sa_key, sa_pub) = pki.service_account_keys()?;
-        let kubeconfig = dir.join("admin.kubeconfig");
-        pki.kubeconfig(&kubeconfig, &server, "dracheck-admin", &pki.client("dracheck-admin", Some("system:masters"))?)?;
-        let scheduler_kc = dir.join("scheduler.kubeconfig");
-        pki.kubeconfig(&scheduler_kc, &server, "system:kube-scheduler", &pki.client("system:kube-scheduler", None)?)?;
-        let kcm_kc = dir.join("controller-manager.kubeconfig");
-        pki.kubeconfig(
-            &kcm_kc,
-            &server,
-            "system:kube-controller-manager",
-            &pki.client("system:kube-controller-manager", None)?,
-        )?;
-
-        let mut info = ClusterInfo {
-            kubernetes_version: bins.version.clone(),
-            server: server.clone(),
-            kubeconfig: kubeconfig.clone(),
-            feature_gates: feature_gates.clone(),
-            ports: [
-                ("etcd", etcd_port),
-                ("etcd-peer", etcd_peer_port),
-                ("kube-apiserver", apiserver_port),
-                ("kube-scheduler", scheduler_port),
-                ("kube-controller-manager", kcm_port),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-            ..ClusterInfo::default()
-        };
-        let logs = dir.join("logs");
-        std::fs::create_dir_all(&logs).map_err(ClusterError::io(format!("creating {}", logs.display())))?;
-        let p = |s: &Path| s.display().to_string();
-        let gates = |args: &mut Vec<String>| {
-            if !feature_gates.is_empty() {
-                args.push(format!("--feature-gates={feature_gates}"));
-            }
-        };
-        let spawn = |running: &mut Running, info: &mut ClusterInfo, name: &str, args: Vec<String>| -> Result<()> {
-            let proc =
-                Supervised::spawn(name, &bins.path(name), &args, &logs.join(format!("{name}.log")), opts.lifetime)?;
-            info.processes.push(proc.record().clone());
-            running.processes.push(proc);
-            info.save(&dir)
-        };
-
-        progress.line(format!("starting etcd {} on 127.0.0.1:{etcd_port}", release.map_or("", |r| r.etcd_version)));
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
-        spawn(
-            &mut running,
-            &mut info,
-            "etcd",
-            vec![
-                "--name=dracheck".into(),
-                format!("--data-dir={}", p(&dir.join("etcd"))),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=dracheck={peer_url}"),
-                // Throw-away data: durability is not worth the fsync latency.
-                "--unsafe-no-fsync=true".into(),
-                "--log-level=warn".into(),
-            ],
-        )?;
-        wait_healthy("etcd", opts.start_timeout, &mut running.processes.iter_mut().collect::<Vec<_>>(), || {
-            etcd_health(etcd_port)
-        })
-        .await?;
-
-        progress.line(format!("starting kube-apiserver {} on {server}", bins.version));
-        let mut args = vec![
-            format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
-            // The endpoint reconciler refuses loopback addresses, and nothing in this cluster
-            // reaches the apiserver through the `kubernetes` Service anyway.
-            "--endpoint-reconciler-type=none".into(),
-            format!("--secure-port={apiserver_port}"),
-            format!("--tls-cert-file={}", p(&apiserver_cert.cert)),
-            format!("--tls-private-key-file={}", p(&apiserver_cert.key)),
-            format!("--client-ca-file={}", p(&pki.ca_file)),
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-            format!("--service-account-key-file={}", p(&sa_pub)),
-            format!("--service-account-signing-key-file={}", p(&sa_key)),
-            // Only an allocation range for Service objects; nothing routes or sends to it.
-            format!("--service-cluster-ip-range={SERVICE_RANGE}"),
-            "--authorization-mode=Node,RBAC".into(),
-            format!("--kubelet-client-certificate={}", p(&kubelet_client.cert)),
-            format!("--kubelet-client-key={}", p(&kubelet_client.key)),
-            format!("--kubelet-certificate-authority={}", p(&pki.ca_file)),
-            // Reach emulated kubelets by their 127.0.0.0/8 InternalIP only: the default order
-            // starts with Hostname, which would send a DNS query off the machine.
-            "--kubelet-preferred-address-types=InternalIP".into(),
-            // The aggregation layer's request-header auth, as every real control plane has it;
-            // without it the scheduler and controller-manager log CA bundle errors forever.
-            format!("--requestheader-client-ca-file={}", p(&pki.ca_file)),
-            "--requestheader-allowed-names=front-proxy-client".into(),
-            "--requestheader-username-headers=X-Remote-User".into(),
-            "--requestheader-group-headers=X-Remote-Group".into(),
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
-            format!("--proxy-client-cert-file={}", p(&front_proxy.cert)),
-            format!("--proxy-client-key-file={}", p(&front_proxy.key)),
-            "--allow-privileged=true".into(),
-            "--profiling=false".into(),
-        ];
-        if let Some(release) = release {
-            args.push(format!("--runtime-config={}", release.runtime_config()));
+        // The owner is on record before anything else is in the dir, so that a later run can
+        // tell, whenever this one is killed, that the dir is stale (see `reap`).
+        let owner = Owner::Process(OwnerProcess::current());
+        if let Err(e) = (ClusterInfo { owner, ..ClusterInfo::default() }).save(&dir) {
+            return Err(running.fail(e));
         }
-        gates(&mut args);
-        spawn(&mut running, &mut info, "kube-apiserver", args)?;
-        let client = client_for(&kubeconfig, None).await?;
-        wait_healthy(
-            "kube-apiserver",
-            opts.start_timeout,
-            &mut running.processes.iter_mut().collect::<Vec<_>>(),
-            || http_ok(&client, "/readyz"),
-        )
-        .await?;
+        let outcome = async {
+            let progress = &opts.progress;
+            let started = Instant::now();
 
-        progress.line("starting kube-scheduler and kube-controller-manager");
-        let authn = |kc: &Path| {
-            vec![
-                format!("--kubeconfig={}", p(kc)),
-                format!("--authentication-kubeconfig={}", p(kc)),
-                format!("--authorization-kubeconfig={}", p(kc)),
-                "--leader-elect=false".into(),
+            let apiserver_port = ports::claim(opts.apiserver_port, "kube-apiserver")?;
+            let etcd_port = ports::free_port()?;
+            let etcd_peer_port = ports::free_port()?;
+            let scheduler_port = ports::free_port()?;
+            let kcm_port = ports::free_port()?;
+            let server = format!("https://127.0.0.1:{apiserver_port}");
+
+            let pki = Pki::create(&dir)?;
+            let apiserver_cert = pki.serving(
+                "kube-apiserver",
+                &[
+                    "kubernetes",
+                    "kubernetes.default",
+                    "kubernetes.default.svc",
+                    "kubernetes.default.svc.cluster.local",
+                    SERVICE_IP,
+                ],
+            )?;
+            let scheduler_cert = pki.serving("kube-scheduler", &[])?;
+            let kcm_cert = pki.serving("kube-controller-manager", &[])?;
+            let kubelet_client = pki.client("kube-apiserver-kubelet-client", Some("system:masters"))?;
+            let front_proxy = pki.client("front-proxy-client", None)?;
+            let (sa_key, sa_pub) = pki.service_account_keys()?;
+            let kubeconfig = dir.join("admin.kubeconfig");
+            pki.kubeconfig(
+                &kubeconfig,
+                &server,
+                "dracheck-admin",
+                &pki.client("dracheck-admin", Some("system:masters"))?,
+            )?;
+            let scheduler_kc = dir.join("scheduler.kubeconfig");
+            pki.kubeconfig(
+                &scheduler_kc,
+                &server,
+                "system:kube-scheduler",
+                &pki.client("system:kube-scheduler", None)?,
+            )?;
+            let kcm_kc = dir.join("controller-manager.kubeconfig");
+            pki.kubeconfig(
+                &kcm_kc,
+                &server,
+                "system:kube-controller-manager",
+                &pki.client("system:kube-controller-manager", None)?,
+            )?;
+
+            let mut info = ClusterInfo {
+                owner,
+                kubernetes_version: bins.version.clone(),
+                server: server.clone(),
+                kubeconfig: kubeconfig.clone(),
+                feature_gates: feature_gates.clone(),
+                ports: [
+                    ("etcd", etcd_port),
+                    ("etcd-peer", etcd_peer_port),
+                    ("kube-apiserver", apiserver_port),
+                    ("kube-scheduler", scheduler_port),
+                    ("kube-controller-manager", kcm_port),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+                ..ClusterInfo::default()
+            };
+            let logs = dir.join("logs");
+            std::fs::create_dir_all(&logs).map_err(ClusterError::io(format!("creating {}", logs.display())))?;
+            let p = |s: &Path| s.display().to_string();
+            let gates = |args: &mut Vec<String>| {
+                if !feature_gates.is_empty() {
+                    args.push(format!("--feature-gates={feature_gates}"));
+                }
+            };
+            let spawn = |running: &mut Running, info: &mut ClusterInfo, name: &str, args: Vec<String>| -> Result<()> {
+                let proc =
+                    Supervised::spawn(name, &bins.path(name), &args, &logs.join(format!("{name}.log")), opts.lifetime)?;
+                info.processes.push(proc.record().clone());
+                running.processes.push(proc);
+                info.save(&dir)
+            };
+
+            progress.line(format!("starting etcd {} on 127.0.0.1:{etcd_port}", release.map_or("", |r| r.etcd_version)));
+            let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+            let peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
+            spawn(
+                &mut running,
+                &mut info,
+                "etcd",
+                vec![
+                    "--name=dracheck".into(),
+                    format!("--data-dir={}", p(&dir.join("etcd"))),
+                    format!("--listen-client-urls={etcd_url}"),
+                    format!("--advertise-client-urls={etcd_url}"),
+                    format!("--listen-peer-urls={peer_url}"),
+                    format!("--initial-advertise-peer-urls={peer_url}"),
+                    format!("--initial-cluster=dracheck={peer_url}"),
+                    // Throw-away data: durability is not worth the fsync latency.
+                    "--unsafe-no-fsync=true".into(),
+                    "--log-level=warn".into(),
+                ],
+            )?;
+            wait_healthy("etcd", opts.start_timeout, &mut running.processes.iter_mut().collect::<Vec<_>>(), || {
+                etcd_health(etcd_port)
+            })
+            .await?;
+
+            progress.line(format!("starting kube-apiserver {} on {server}", bins.version));
+            let mut args = vec![
+                format!("--etcd-servers={etcd_url}"),
                 "--bind-address=127.0.0.1".into(),
-            ]
-        };
-        let mut args = authn(&scheduler_kc);
-        args.extend([
-            format!("--secure-port={scheduler_port}"),
-            format!("--tls-cert-file={}", p(&scheduler_cert.cert)),
-            format!("--tls-private-key-file={}", p(&scheduler_cert.key)),
-        ]);
-        gates(&mut args);
-        spawn(&mut running, &mut info, "kube-scheduler", args)?;
-        let mut args = authn(&kcm_kc);
-        args.extend([
-            format!("--secure-port={kcm_port}"),
-            format!("--tls-cert-file={}", p(&kcm_cert.cert)),
-            format!("--tls-private-key-file={}", p(&kcm_cert.key)),
-            format!("--service-account-private-key-file={}", p(&sa_key)),
-            format!("--root-ca-file={}", p(&pki.ca_file)),
-            format!("--cluster-signing-cert-file={}", p(&pki.ca_file)),
-            format!("--cluster-signing-key-file={}", p(&dir.join("pki/ca.key"))),
-            "--use-service-account-credentials=true".into(),
-            "--controllers=*".into(),
-        ]);
-        gates(&mut args);
-        spawn(&mut running, &mut info, "kube-controller-manager", args)?;
-
-        let scheduler = client_for(&kubeconfig, Some(scheduler_port)).await?;
-        let kcm = client_for(&kubeconfig, Some(kcm_port)).await?;
-        let mut watched = running.processes.iter_mut().collect::<Vec<_>>();
-        wait_healthy("kube-scheduler", opts.start_timeout, &mut watched, || http_ok(&scheduler, "/healthz")).await?;
-        wait_healthy("kube-controller-manager", opts.start_timeout, &mut watched, || http_ok(&kcm, "/healthz")).await?;
-        let sa_api: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), "default");
-        wait_healthy("kube-controller-manager", opts.start_timeout, &mut watched, || async {
-            match sa_api.get_opt("default").await {
-                Ok(Some(_)) => Ok(()),
-                Ok(None) => Err("the serviceaccount controller has not created default/default yet".into()),
-                Err(e) => Err(e.to_string()),
+                "--advertise-address=127.0.0.1".into(),
+                // The endpoint reconciler refuses loopback addresses, and nothing in this cluster
+                // reaches the apiserver through the `kubernetes` Service anyway.
+                "--endpoint-reconciler-type=none".into(),
+                format!("--secure-port={apiserver_port}"),
+                format!("--tls-cert-file={}", p(&apiserver_cert.cert)),
+                format!("--tls-private-key-file={}", p(&apiserver_cert.key)),
+                format!("--client-ca-file={}", p(&pki.ca_file)),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", p(&sa_pub)),
+                format!("--service-account-signing-key-file={}", p(&sa_key)),
+                // Only an allocation range for Service objects; nothing routes or sends to it.
+                format!("--service-cluster-ip-range={SERVICE_RANGE}"),
+                "--authorization-mode=Node,RBAC".into(),
+                format!("--kubelet-client-certificate={}", p(&kubelet_client.cert)),
+                format!("--kubelet-client-key={}", p(&kubelet_client.key)),
+                format!("--kubelet-certificate-authority={}", p(&pki.ca_file)),
+                // Reach emulated kubelets by their 127.0.0.0/8 InternalIP only: the default order
+                // starts with Hostname, which would send a DNS query off the machine.
+                "--kubelet-preferred-address-types=InternalIP".into(),
+                // The aggregation layer's request-header auth, as every real control plane has it;
+                // without it the scheduler and controller-manager log CA bundle errors forever.
+                format!("--requestheader-client-ca-file={}", p(&pki.ca_file)),
+                "--requestheader-allowed-names=front-proxy-client".into(),
+                "--requestheader-username-headers=X-Remote-User".into(),
+                "--requestheader-group-headers=X-Remote-Group".into(),
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+                format!("--proxy-client-cert-file={}", p(&front_proxy.cert)),
+                format!("--proxy-client-key-file={}", p(&front_proxy.key)),
+                "--allow-privileged=true".into(),
+                "--profiling=false".into(),
+            ];
+            if let Some(release) = release {
+                args.push(format!("--runtime-config={}", release.runtime_config()));
             }
-        })
-        .await?;
+            gates(&mut args);
+            spawn(&mut running, &mut info, "kube-apiserver", args)?;
+            let client = client_for(&kubeconfig, None).await?;
+            wait_healthy(
+                "kube-apiserver",
+                opts.start_timeout,
+                &mut running.processes.iter_mut().collect::<Vec<_>>(),
+                || http_ok(&client, "/readyz"),
+            )
+            .await?;
 
-        info.resource_api_versions = served_resource_versions(&client).await?;
-        info.ready = true;
-        info.save(&dir)?;
-        let startup = started.elapsed();
-        progress.line(format!(
-            "cluster {} ready in {} (resource.k8s.io {}), kubeconfig {}",
-            bins.version,
-            fmt_elapsed(startup),
-            info.resource_api_versions.join(", "),
-            kubeconfig.display()
-        ));
-        Ok(LocalCluster {
-            client,
-            info,
-            drivers: Vec::new(),
-            nodes: Vec::new(),
-            pki,
-            running,
-            lifetime: opts.lifetime,
-            startup,
-        })
+            progress.line("starting kube-scheduler and kube-controller-manager");
+            let authn = |kc: &Path| {
+                vec![
+                    format!("--kubeconfig={}", p(kc)),
+                    format!("--authentication-kubeconfig={}", p(kc)),
+                    format!("--authorization-kubeconfig={}", p(kc)),
+                    "--leader-elect=false".into(),
+                    "--bind-address=127.0.0.1".into(),
+                ]
+            };
+            let mut args = authn(&scheduler_kc);
+            args.extend([
+                format!("--secure-port={scheduler_port}"),
+                format!("--tls-cert-file={}", p(&scheduler_cert.cert)),
+                format!("--tls-private-key-file={}", p(&scheduler_cert.key)),
+            ]);
+            gates(&mut args);
+            spawn(&mut running, &mut info, "kube-scheduler", args)?;
+            let mut args = authn(&kcm_kc);
+            args.extend([
+                format!("--secure-port={kcm_port}"),
+                format!("--tls-cert-file={}", p(&kcm_cert.cert)),
+                format!("--tls-private-key-file={}", p(&kcm_cert.key)),
+                format!("--service-account-private-key-file={}", p(&sa_key)),
+                format!("--root-ca-file={}", p(&pki.ca_file)),
+                format!("--cluster-signing-cert-file={}", p(&pki.ca_file)),
+                format!("--cluster-signing-key-file={}", p(&dir.join("pki/ca.key"))),
+                "--use-service-account-credentials=true".into(),
+                "--controllers=*".into(),
+            ]);
+            gates(&mut args);
+            spawn(&mut running, &mut info, "kube-controller-manager", args)?;
+
+            let scheduler = client_for(&kubeconfig, Some(scheduler_port)).await?;
+            let kcm = client_for(&kubeconfig, Some(kcm_port)).await?;
+            let mut watched = running.processes.iter_mut().collect::<Vec<_>>();
+            wait_healthy("kube-scheduler", opts.start_timeout, &mut watched, || http_ok(&scheduler, "/healthz"))
+                .await?;
+            wait_healthy("kube-controller-manager", opts.start_timeout, &mut watched, || http_ok(&kcm, "/healthz"))
+                .await?;
+            let sa_api: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), "default");
+            wait_healthy("kube-controller-manager", opts.start_timeout, &mut watched, || async {
+                match sa_api.get_opt("default").await {
+                    Ok(Some(_)) => Ok(()),
+                    Ok(None) => Err("the serviceaccount controller has not created default/default yet".into()),
+                    Err(e) => Err(e.to_string()),
+                }
+            })
+            .await?;
+
+            info.resource_api_versions = served_resource_versions(&client).await?;
+            info.ready = true;
+            info.save(&dir)?;
+            let startup = started.elapsed();
+            progress.line(format!(
+                "cluster {} ready in {} (resource.k8s.io {}), kubeconfig {}",
+                bins.version,
+                fmt_elapsed(startup),
+                info.resource_api_versions.join(", "),
+                kubeconfig.display()
+            ));
+            Ok::<_, ClusterError>((client, info, pki, startup))
+        }
+        .await;
+        match outcome {
+            Ok((client, info, pki, startup)) => Ok(LocalCluster {
+                client,
+                info,
+                drivers: Vec::new(),
+                nodes: Vec::new(),
+                pki,
+                running,
+                lifetime: opts.lifetime,
+                startup,
+                build,
+            }),
+            Err(e) => Err(running.fail(e)),
+        }
     }
 
     pub fn client(&self) -> kube::Client {
@@ -381,11 +434,23 @@ impl LocalCluster {
     /// Adds `count` emulated nodes (`node-<n>` at 127.0.10.<n>, numbered after the existing
     /// ones); each registers, heartbeats and runs the pods bound to it.
     pub async fn add_nodes(&mut self, count: usize) -> Result<()> {
-        for _ in 0..count {
+        self.add_nodes_reporting(count, &Progress::quiet()).await
+    }
+
+    /// [`LocalCluster::add_nodes`], with a progress line every few seconds while many are
+    /// added, so that a large count never looks like a hang.
+    pub async fn add_nodes_reporting(&mut self, count: usize, progress: &Progress) -> Result<()> {
+        node_limit().check(count + self.nodes.len())?;
+        let mut said = std::time::Instant::now();
+        for added in 0..count {
             let index = self.nodes.len();
             let cfg = NodeConfig::numbered(self.running.state.path(), index);
             let node = EmulatedNode::start(self.client.clone(), &self.pki, cfg).await?;
             self.nodes.push(node);
+            if said.elapsed() >= Duration::from_secs(3) && added + 1 < count {
+                progress.line(format!("added {} of {count} emulated nodes", added + 1));
+                said = std::time::Instant::now();
+            }
         }
         Ok(())
     }
@@ -431,15 +496,34 @@ impl LocalCluster {
         self.drivers.iter_mut().find(|d| d.node == node)
     }
 
-    /// Lets the cluster outlive this handle; `cluster down` stops it through the state dir.
-    /// Only meaningful for clusters started with [`Lifetime::Detached`].
-    pub fn detach(mut self) -> ClusterInfo {
+    /// Stops the emulated nodes and their drivers and keeps the control plane, so that a
+    /// process that outlives this one (the node agent of a kept run) can run the nodes on.
+    /// Returns the nodes that were running.
+    pub fn stop_nodes(&mut self) -> Vec<NodeConfig> {
+        self.drivers.clear();
+        let nodes = self.nodes.iter().map(|n| n.config().clone()).collect();
+        self.nodes.clear();
+        nodes
+    }
+
+    /// Lets the cluster outlive this handle and its owner, so that no later run reaps it;
+    /// `cluster down` stops it through the state dir. Only meaningful for clusters started
+    /// with [`Lifetime::Detached`].
+    pub fn detach(mut self) -> Result<ClusterInfo> {
         debug_assert_eq!(self.lifetime, Lifetime::Detached, "an attached cluster dies with its starter anyway");
         self.running.detached = true;
         for p in self.running.processes.drain(..) {
             p.release();
         }
-        self.info.clone()
+        // Read back: others (the node agent) may have added their processes to the record.
+        // Should the save fail, the record still names this process as the owner, and the
+        // next run reaps the cluster once it is gone: nothing is left unrecorded.
+        let dir = self.running.state.path().to_path_buf();
+        let mut info = ClusterInfo::load(&dir).unwrap_or_else(|_| self.info.clone());
+        info.owner = Owner::Detached;
+        info.save(&dir)?;
+        self.info = info.clone();
+        Ok(info)
     }
 
     /// Stops everything now (dropping the handle does the same).
@@ -529,18 +613,12 @@ pub async fn served_resource_versions(client: &kube::Client) -> Result<Vec<Strin
 }
 
 /// Stops the cluster recorded in `state_dir` (started by an earlier `cluster up`) and removes
-/// the dir. Succeeds on a dir whose processes are already gone.
-pub fn stop_recorded(state_dir: &Path) -> Result<ClusterInfo> {
+/// the dir. Succeeds on a dir whose processes are already gone, and says so.
+pub fn stop_recorded(state_dir: &Path) -> Result<Stopped> {
     let info = ClusterInfo::load(state_dir)?;
-    let stuck = info.stop_all(Duration::from_secs(10));
-    if let Some(p) = stuck.first() {
-        return Err(ClusterError::Io {
-            context: format!("{} (pid {}) did not exit after SIGKILL", p.name, p.pid),
-            source: std::io::Error::from(std::io::ErrorKind::TimedOut),
-        });
-    }
+    let stopped = info.stop_all(Duration::from_secs(10))?;
     std::fs::remove_dir_all(state_dir).map_err(ClusterError::io(format!("removing {}", state_dir.display())))?;
-    Ok(info)
+    Ok(stopped)
 }
 
 #[cfg(test)]

@@ -167,10 +167,16 @@ pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     })
 }
 
+/// Whether the process `pid` that started at `start_ticks` (not a later one with a recycled
+/// pid) is still running.
+pub fn is_running(pid: u32, start_ticks: u64) -> bool {
+    proc_stat(pid).is_some_and(|s| s.start_ticks == start_ticks && s.state != 'Z' && s.state != 'X')
+}
+
 impl ProcessRecord {
     /// Whether this very process (not a later one with a recycled pid) is still running.
     pub fn is_alive(&self) -> bool {
-        proc_stat(self.pid).is_some_and(|s| s.start_ticks == self.start_ticks && s.state != 'Z' && s.state != 'X')
+        is_running(self.pid, self.start_ticks)
     }
 
     /// Stops a recorded process that is not our child (it was started by an earlier

@@ -5,9 +5,10 @@
 //! Kubelet discovers a plugin through a socket in its plugin registry directory
 //! (`Registration`), then calls `DRAPlugin` on the endpoint that `GetInfo` names.
 
+pub mod authority;
 mod socket;
 
-pub use socket::{SUN_PATH_MAX, SocketError, UnixSocket, connect_unix};
+pub use socket::{SUN_PATH_MAX, SocketError, UnixSocket, connect_unix, connect_unix_as_plugin_watcher};
 
 /// `k8s.io.kubelet.pkg.apis.dra.v1`: `DRAPlugin` as served since Kubernetes 1.34.
 pub mod dra_v1 {

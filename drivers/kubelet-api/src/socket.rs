@@ -1,14 +1,19 @@
-//! Unix-socket transport for tonic, on both ends.
+//! Unix-socket transport for tonic, on both ends, with the kubelet's `:authority` on both
+//! (see [`crate::authority`]).
 
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{UnixListener, UnixStream};
+use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::UnixListenerStream;
-use tonic::transport::server::Router;
+use tonic::transport::server::{Connected, Router};
 use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::authority::AuthorityRewrite;
 
 /// `sun_path` holds 108 bytes including the terminating NUL, so a socket path may use 107.
 pub const SUN_PATH_MAX: usize = 107;
@@ -68,20 +73,37 @@ fn check_len(path: &Path) -> Result<(), SocketError> {
     Ok(())
 }
 
-/// Connects a channel to a gRPC server on the Unix socket `path`.
+/// Connects a channel to a gRPC server on the Unix socket `path`, with `:authority`
+/// `localhost`, as the kubelet dials a plugin's DRA service (`unix:` target).
 ///
 /// The channel is one HTTP/2 connection that carries every call, as kubelet uses one per
 /// plugin; if it breaks, the channel dials the same path again on the next call instead of
 /// failing for good, so a restarted plugin is reached without a new channel.
 pub async fn connect_unix(path: impl AsRef<Path>) -> Result<Channel, SocketError> {
-    let path = path.as_ref().to_path_buf();
+    connect_with(path.as_ref(), |stream, _| stream).await
+}
+
+/// Connects a channel to a plugin's registration socket `path` as the kubelet's plugin watcher
+/// does: every call carries the `:authority` grpc-go derives from the socket path
+/// ([`grpc_go_authority`](crate::authority::grpc_go_authority)), which a plain h2 server
+/// refuses (see [`crate::authority`]). Otherwise like [`connect_unix`].
+pub async fn connect_unix_as_plugin_watcher(path: impl AsRef<Path>) -> Result<Channel, SocketError> {
+    connect_with(path.as_ref(), AuthorityRewrite::plugin_watcher_client).await
+}
+
+async fn connect_with<IO>(path: &Path, wrap: fn(UnixStream, &Path) -> IO) -> Result<Channel, SocketError>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let path = path.to_path_buf();
     check_len(&path)?;
     let dial = path.clone();
-    // The URI is required by tonic but never resolved: the connector ignores it.
+    // The URI is required by tonic but never resolved: the connector ignores it. It makes
+    // tonic send `:authority: localhost`.
     Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let dial = dial.clone();
-            async move { Ok::<_, io::Error>(TokioIo::new(UnixStream::connect(dial).await?)) }
+            async move { Ok::<_, io::Error>(TokioIo::new(wrap(UnixStream::connect(&dial).await?, &dial))) }
         }))
         .await
         .map_err(|source| SocketError::Connect { path, source })
@@ -129,10 +151,36 @@ impl UnixSocket {
         &self.file.0
     }
 
-    /// Serves `router` until `shutdown` completes, then removes the socket file.
+    /// Serves `router` until `shutdown` completes, then removes the socket file. Each
+    /// connection goes through [`AuthorityRewrite::server`], so the kubelet's registration
+    /// dial, whose `:authority` h2 refuses, reaches the services (see [`crate::authority`]).
     pub async fn serve(self, router: Router, shutdown: impl Future<Output = ()>) -> Result<(), SocketError> {
+        self.serve_with(router, shutdown, AuthorityRewrite::server).await
+    }
+
+    /// Serves `router` as a plain tonic server does: h2 resets every call whose `:authority`
+    /// is no valid URI authority, as the kubelet's registration calls are. Only for showing
+    /// that bug (the mock driver's `strict-authority` fault, tests).
+    pub async fn serve_strict_authority(
+        self,
+        router: Router,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), SocketError> {
+        self.serve_with(router, shutdown, |stream| stream).await
+    }
+
+    async fn serve_with<IO>(
+        self,
+        router: Router,
+        shutdown: impl Future<Output = ()>,
+        wrap: fn(UnixStream) -> IO,
+    ) -> Result<(), SocketError>
+    where
+        IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+    {
         let UnixSocket { listener, file } = self;
-        let result = router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown).await;
+        let incoming = UnixListenerStream::new(listener).map(move |accepted| accepted.map(wrap));
+        let result = router.serve_with_incoming_shutdown(incoming, shutdown).await;
         result.map_err(|source| SocketError::Serve { path: file.0.clone(), source })
     }
 }

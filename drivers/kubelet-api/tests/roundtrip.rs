@@ -8,8 +8,8 @@ use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
 use dracheck_kubelet_api::registration::registration_server::{Registration, RegistrationServer};
 use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse};
 use dracheck_kubelet_api::{
-    DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, SUN_PATH_MAX, SocketError, UnixSocket, connect_unix, dra_v1,
-    dra_v1beta1, rewire,
+    DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, SUN_PATH_MAX, SocketError, UnixSocket, connect_unix,
+    connect_unix_as_plugin_watcher, dra_v1, dra_v1beta1, rewire,
 };
 use tokio::sync::{mpsc, oneshot};
 use tonic::transport::Server;
@@ -136,7 +136,7 @@ async fn kubelet_and_plugin_talk_over_unix_sockets() {
         ),
     );
 
-    let mut registration = RegistrationClient::new(connect_unix(&reg_path).await.unwrap());
+    let mut registration = RegistrationClient::new(connect_unix_as_plugin_watcher(&reg_path).await.unwrap());
     let info = registration.get_info(InfoRequest {}).await.unwrap().into_inner();
     assert_eq!(info.r#type, "DRAPlugin");
     assert_eq!(info.name, "test.dracheck.io");

@@ -96,6 +96,13 @@ pub enum Fault {
     /// `foreign-slice=NODE`: also publishes a slice for NODE's pool, which this plugin does
     /// not run on. Breaks `plugin.slices.owned-by-node`.
     ForeignSlice(String),
+    /// `strict-authority`: the registration socket is served by a plain tonic (h2) server,
+    /// which resets every call whose HTTP/2 `:authority` is no valid URI authority. The
+    /// kubelet's plugin watcher sends the socket path there (percent-encoded by grpc-go), so
+    /// GetInfo fails with `RST_STREAM … PROTOCOL_ERROR` and the plugin never registers, as
+    /// every tonic driver without `dracheck_kubelet_api::authority`'s fix does on a real
+    /// node. Breaks `plugin.registration.info` and all that needs a registered plugin.
+    StrictAuthority,
 }
 
 pub const NAMES: &str = "fail-prepare=N, hang-prepare, exit-on-prepare, non-idempotent-prepare, lose-checkpoint, \
@@ -103,7 +110,7 @@ pub const NAMES: &str = "fail-prepare=N, hang-prepare, exit-on-prepare, non-idem
                          wrong-capacity=NAME=VALUE, phantom-devices=N, no-owner-reference, wipe-slices-on-start, \
                          prepare-wrong-device, prepare-first-device-only, prepare-foreign-claims, reset-devices-on-start, \
                          register-first-start-only, wrong-version=X, register-v1beta1-only, never-unprepare, \
-                         foreign-slice=NODE";
+                         foreign-slice=NODE, strict-authority";
 
 impl FromStr for Fault {
     type Err = String;
@@ -168,6 +175,7 @@ impl FromStr for Fault {
             "prepare-foreign-claims" => bare(Fault::PrepareForeignClaims),
             "reset-devices-on-start" => bare(Fault::ResetDevicesOnStart),
             "register-first-start-only" => bare(Fault::RegisterFirstStartOnly),
+            "strict-authority" => bare(Fault::StrictAuthority),
             _ => Err(format!("unknown fault {name:?}; known faults: {NAMES}")),
         }
     }
@@ -197,6 +205,7 @@ impl fmt::Display for Fault {
             Fault::RegisterFirstStartOnly => f.write_str("register-first-start-only"),
             Fault::NeverUnprepare => f.write_str("never-unprepare"),
             Fault::ForeignSlice(node) => write!(f, "foreign-slice={node}"),
+            Fault::StrictAuthority => f.write_str("strict-authority"),
         }
     }
 }
@@ -234,6 +243,7 @@ pub struct Faults {
     pub register_first_start_only: bool,
     pub never_unprepare: bool,
     pub foreign_slices: Vec<String>,
+    pub strict_authority: bool,
     listed: Vec<Fault>,
 }
 
@@ -276,6 +286,7 @@ impl FromIterator<Fault> for Faults {
                 Fault::RegisterFirstStartOnly => set.register_first_start_only = true,
                 Fault::NeverUnprepare => set.never_unprepare = true,
                 Fault::ForeignSlice(node) => set.foreign_slices.push(node.clone()),
+                Fault::StrictAuthority => set.strict_authority = true,
             }
             if !set.listed.contains(&fault) {
                 set.listed.push(fault);
@@ -313,6 +324,7 @@ mod tests {
             "register-first-start-only",
             "never-unprepare",
             "foreign-slice=node-b",
+            "strict-authority",
         ] {
             assert_eq!(s.parse::<Fault>().unwrap().to_string(), s);
         }

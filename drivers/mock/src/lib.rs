@@ -131,6 +131,13 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     let dra_path = dra_socket.path().display().to_string();
     let mut dra = tokio::spawn(dra_socket.serve(dra_router, stopped(stop_rx.clone())));
     let mut reg = match reg_socket {
+        Some(reg_socket) if faults.strict_authority => {
+            log!(
+                "serving {dra_path} and {}; fault strict-authority: registration refuses the kubelet's :authority",
+                reg_socket.path().display()
+            );
+            tokio::spawn(reg_socket.serve_strict_authority(reg_router, stopped(stop_rx.clone())))
+        }
         Some(reg_socket) => {
             log!("serving {dra_path} and {}", reg_socket.path().display());
             tokio::spawn(reg_socket.serve(reg_router, stopped(stop_rx.clone())))

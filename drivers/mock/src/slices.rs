@@ -2,7 +2,7 @@
 //! wipes a node's slices when it starts and after a plugin unregisters, and people delete or
 //! edit slices, so publishing is a reconcile loop, not a one-off create.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -120,6 +120,33 @@ fn view(slice: &ResourceSlice) -> Value {
     })
 }
 
+/// Whether the server's `have` is what this driver wants: `have` holds everything of `want`
+/// (the server may add defaults), and no device has an attribute or capacity that `want`
+/// lacks. The server defaults no entry of those maps, so an extra entry is one that the
+/// inventory dropped, and a subset check alone would leave it published.
+fn matches(have: &Value, want: &Value) -> bool {
+    contains(have, want) && entry_names(have) == entry_names(want)
+}
+
+/// Per device of a slice's [`view`], the names of its attributes and of its capacities.
+fn entry_names(view: &Value) -> Vec<[BTreeSet<&str>; 2]> {
+    let devices = view.pointer("/spec/devices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    devices
+        .iter()
+        .map(|device| {
+            ["attributes", "capacity"].map(|field| {
+                device
+                    .get(field)
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|m| m.keys())
+                    .map(String::as_str)
+                    .collect()
+            })
+        })
+        .collect()
+}
+
 /// Whether `have` holds everything of `want`; the server may add defaults.
 fn contains(have: &Value, want: &Value) -> bool {
     match (have, want) {
@@ -143,7 +170,7 @@ impl Pool {
     fn in_sync(&self, want: &ResourceSlice, have: &ResourceSlice) -> bool {
         let (want_view, have_view) = (view(want), view(have));
         let name = want.metadata.name.as_deref().unwrap_or_default();
-        contains(&have_view, &want_view)
+        matches(&have_view, &want_view)
             || self.written.get(name).is_some_and(|(applied, echo)| applied == &want_view && echo == &have_view)
     }
 }
@@ -351,6 +378,8 @@ impl Publisher {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
@@ -365,6 +394,54 @@ mod tests {
         }
         assert_eq!(slices[2].spec.devices.as_ref().unwrap().len(), 300 - 2 * MAX_DEVICES_PER_SLICE);
         assert_ne!(slices[0].metadata.name, slices[1].metadata.name);
+    }
+
+    /// A change to an inventory's devices.
+    type Edit = fn(&mut Vec<Device>);
+
+    /// The pool that a two-GPU inventory publishes, bent by `edit` first.
+    fn pool_of(edit: Edit) -> ResourceSlice {
+        let gpu = |i: i64| {
+            dracheck_objects::device(&format!("gpu-{i}"))
+                .string("model", "a100")
+                .int("index", i)
+                .capacity("memory", "80Gi")
+        };
+        let mut devices = vec![gpu(0).build(), gpu(1).build()];
+        edit(&mut devices);
+        desired("drv.io", "n1", None, &devices, 1).remove(0)
+    }
+
+    #[test]
+    fn any_inventory_change_is_drift_and_an_unchanged_inventory_is_not() {
+        let published = pool_of(|_| {});
+        let pool = Pool::default();
+        assert!(pool.in_sync(&pool_of(|_| {}), &published), "an unchanged inventory must not be written again");
+
+        let mut defaulted = published.clone();
+        defaulted.spec.devices.as_mut().unwrap()[0].allow_multiple_allocations = Some(false);
+        assert!(pool.in_sync(&pool_of(|_| {}), &defaulted), "a field the server defaults is not drift");
+
+        fn attrs(d: &mut Device) -> &mut BTreeMap<String, DeviceAttribute> {
+            d.attributes.as_mut().unwrap()
+        }
+        fn caps(d: &mut Device) -> &mut BTreeMap<String, DeviceCapacity> {
+            d.capacity.as_mut().unwrap()
+        }
+        let changes: [(&str, Edit); 9] = [
+            ("attribute removed", |d| _ = attrs(&mut d[0]).remove("index")),
+            ("every attribute removed", |d| d[0].attributes = None),
+            ("capacity removed", |d| d[1].capacity = None),
+            ("attribute added", |d| _ = attrs(&mut d[0]).insert("numa".into(), DeviceAttribute::default())),
+            ("capacity added", |d| _ = caps(&mut d[0]).insert("cores".into(), DeviceCapacity::default())),
+            ("attribute changed", |d| attrs(&mut d[1]).get_mut("model").unwrap().string = Some("h100".into())),
+            ("capacity changed", |d| caps(&mut d[1]).get_mut("memory").unwrap().value.0 = "40Gi".into()),
+            ("device removed", |d| _ = d.pop()),
+            ("device added", |d| d.push(dracheck_objects::device("gpu-2").build())),
+        ];
+        for (change, edit) in changes {
+            assert!(!pool.in_sync(&pool_of(edit), &published), "{change}: the pool must be published again");
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ fn main() -> std::process::ExitCode {
         ("fault_register_first_start_only_skips_registration_on_restart", |e| Box::pin(register_first_start_only(e))),
         ("fault_register_v1beta1_only_offers_the_beta_service", |e| Box::pin(register_v1beta1_only(e))),
         ("fault_wrong_version_bends_the_version", |e| Box::pin(wrong_version(e))),
+        ("fault_strict_authority_refuses_the_plugin_watchers_calls", |e| Box::pin(strict_authority(e))),
         ("faults_listed_in_the_inventory_apply", |e| Box::pin(inventory_faults(e))),
     ])
 }
@@ -329,6 +330,32 @@ async fn register_v1beta1_only(env: Env) {
     let (driver, _) = setup(&env, "f-beta", &["register-v1beta1-only"]).await;
     let info = driver.kubelet().await.info;
     assert_eq!(info.supported_versions, ["v1beta1.DRAPlugin"], "plugin.registration.info is broken on purpose");
+}
+
+async fn strict_authority(env: Env) {
+    use dracheck_kubelet_api::registration::InfoRequest;
+    use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
+    use dracheck_kubelet_api::{connect_unix, connect_unix_as_plugin_watcher};
+
+    let (driver, claim) = setup(&env, "f-strict", &["strict-authority"]).await;
+    let kubelet = connect_unix_as_plugin_watcher(driver.reg_socket()).await.unwrap();
+    let e = RegistrationClient::new(kubelet)
+        .get_info(InfoRequest {})
+        .await
+        .expect_err("plugin.registration.info is broken on purpose");
+    assert_eq!(e.code(), tonic::Code::Internal, "the kubelet's RST_STREAM with PROTOCOL_ERROR: {e:?}");
+    assert!(format!("{e:?}").contains("PROTOCOL_ERROR"), "{e:?}");
+    assert!(driver.log().contains("fault strict-authority"), "{}", driver.log());
+
+    // Only the authority is refused: with `localhost` the registration answers, and the DRA
+    // socket, which the kubelet dials that way, serves as usual.
+    let local = connect_unix(driver.reg_socket()).await.unwrap();
+    let info = RegistrationClient::new(local).get_info(InfoRequest {}).await.unwrap().into_inner();
+    assert_eq!(info.endpoint, driver.dra_socket().display().to_string());
+    let dra = dra_v1::dra_plugin_client::DraPluginClient::new(connect_unix(&info.endpoint).await.unwrap());
+    let request = dra_v1::NodePrepareResourcesRequest { claims: vec![claim.clone()] };
+    let answer = dra.clone().node_prepare_resources(request).await.unwrap().into_inner();
+    assert_eq!(answer.claims[&claim.uid].error, "");
 }
 
 async fn wrong_version(_: Env) {

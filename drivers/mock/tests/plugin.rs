@@ -30,6 +30,7 @@ fn main() -> std::process::ExitCode {
 async fn registration(env: Env) {
     let mut driver = Driver::new(&env, "reg-node", &default_inventory(), &[]);
     driver.start().await;
+    // With the `:authority` the kubelet's plugin watcher sends, which plain h2 servers refuse.
     let mut kubelet = driver.kubelet().await;
     assert_eq!(kubelet.info.r#type, "DRAPlugin");
     assert_eq!(kubelet.info.name, DRIVER);

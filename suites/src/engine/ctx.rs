@@ -22,6 +22,8 @@ pub struct Ctx<'a> {
     /// `None` for driver-level (plugin tier) scenarios.
     pub profile: Option<&'a Profile>,
     pub ns: String,
+    /// The run's ID, which every object of the run is labelled with.
+    pub run_id: String,
     pub scenario: &'static str,
     /// The node this scenario's pods are pinned to, so that scenarios on other nodes cannot
     /// take its devices.
@@ -35,10 +37,12 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         target: &'a Target,
         profile: Option<&'a Profile>,
         ns: String,
+        run_id: &str,
         scenario: &'static str,
         node: String,
         spare_nodes: Vec<String>,
@@ -48,6 +52,7 @@ impl<'a> Ctx<'a> {
             target,
             profile,
             ns,
+            run_id: run_id.to_string(),
             scenario,
             node,
             spare_nodes,
@@ -194,11 +199,14 @@ impl<'a> Ctx<'a> {
             .map_err(|e| format!("creating {} {name}: {e}", K::kind(&Default::default())))
     }
 
-    /// Creates a DeviceClass for this scenario; removed when the scenario ends.
+    /// Creates a DeviceClass for this scenario; removed when the scenario ends, or by
+    /// `cargo xtask cleanup` if the run is killed before.
     pub async fn create_class(&self, class: &DeviceClass) -> Result<(), String> {
         let name = class.metadata.name.clone().unwrap_or_default();
         let api: Api<DeviceClass> = Api::all(self.client());
-        api.create(&PostParams::default(), class).await.map_err(|e| format!("creating DeviceClass {name}: {e}"))?;
+        let mut class = class.clone();
+        super::runner::mark(&mut class.metadata, &self.run_id);
+        api.create(&PostParams::default(), &class).await.map_err(|e| format!("creating DeviceClass {name}: {e}"))?;
         self.cluster_objects.lock().unwrap().push(name);
         Ok(())
     }

@@ -2,6 +2,7 @@
 
 mod ctx;
 mod driver_pods;
+pub mod leftovers;
 pub mod runner;
 mod scenario;
 pub mod target;

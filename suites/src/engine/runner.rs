@@ -19,6 +19,13 @@ use crate::result::{AllocatedDevice, GuaranteeResult, ProfileResult, Verdict};
 /// Label on every namespace and cluster-scoped object of a run.
 pub const RUN_LABEL: &str = "dracheck.io/run";
 
+/// Marks an object as the run's: the run label, and the run's owner as annotations, so that
+/// `cargo xtask cleanup` can tell what a run that is gone left from what a live run uses.
+pub(crate) fn mark(meta: &mut kube::api::ObjectMeta, run_id: &str) {
+    meta.labels.get_or_insert_default().insert(RUN_LABEL.into(), run_id.into());
+    meta.annotations.get_or_insert_default().extend(dracheck_clusters::local::owner::RunOwner::current().annotations());
+}
+
 /// `--only` / `--skip` globs over guarantee IDs (`*` matches any run of characters).
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -212,7 +219,7 @@ async fn ensure_class(target: &Target, profile: &Profile, run_id: &str) -> Resul
     let api: Api<DeviceClass> = Api::all(target.client.clone());
     match profile.device_class() {
         Some(mut class) => {
-            class.metadata.labels.get_or_insert_default().insert(RUN_LABEL.into(), run_id.into());
+            mark(&mut class.metadata, run_id);
             let name = profile.class_name();
             if let Ok(Some(existing)) = api.get_opt(name).await {
                 let ours = existing.metadata.labels.as_ref().is_some_and(|l| l.contains_key(RUN_LABEL));
@@ -282,7 +289,7 @@ async fn run_one(
     let on = if node.is_empty() { String::new() } else { format!(" on {node}") };
     progress(&format!("{}: started{on}", s.name));
     let started = Instant::now();
-    let ctx = Ctx::new(target, profile, ns.clone(), s.name, node, spare, progress);
+    let ctx = Ctx::new(target, profile, ns.clone(), &plan.run_id, s.name, node, spare, progress);
     let outcome = match tokio::time::timeout(plan.scenario_timeout, (s.run)(&ctx)).await {
         Ok(r) => r,
         Err(_) => Err(format!("the scenario did not finish within {}s", plan.scenario_timeout.as_secs())),
@@ -335,7 +342,7 @@ async fn release_devices(target: &Target, ns: &str) {
 async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(), String> {
     let nss: Api<Namespace> = Api::all(target.client.clone());
     let mut meta = dracheck_objects::meta_for(name, None);
-    meta.labels.get_or_insert_default().insert(RUN_LABEL.into(), run_id.into());
+    mark(&mut meta, run_id);
     nss.create(&PostParams::default(), &Namespace { metadata: meta, ..Namespace::default() })
         .await
         .map_err(|e| format!("creating namespace {name}: {e}"))?;

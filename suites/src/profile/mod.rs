@@ -53,6 +53,13 @@ pub enum ProfileError {
     },
 
     #[error(
+        "the profile file {path} is not UTF-8 text: line {line} has a byte sequence that is not UTF-8 (at byte \
+         {offset} of the file). Profiles are YAML in UTF-8: save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8 \
+         {path} > fixed.yaml`) and pass that file with --profile."
+    )]
+    NotUtf8 { path: PathBuf, line: usize, offset: usize },
+
+    #[error(
         "unknown profile {name:?} for driver {driver}: {}.{} Pass one of them, or the path of a profile file, with --profile.",
         available_text(.available, .driver),
         other_drivers_text(.elsewhere)
@@ -805,8 +812,13 @@ fn is_quantity(s: &str) -> bool {
 
 /// Reads and validates a profile file.
 pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| ProfileError::Read { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| ProfileError::Read { path: path.to_path_buf(), source })?;
+    // An encoding problem is not a missing file: say where the first bad byte is.
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..offset].iter().filter(|b| **b == b'\n').count() + 1;
+        ProfileError::NotUtf8 { path: path.to_path_buf(), line, offset }
+    })?;
     parse(path, &text)
 }
 
@@ -832,6 +844,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
                 location = located::locate(&tree, p);
             }
         }
+        // A duplicate key stops the parser before serde knows the key's name (`?` in the
+        // path): name the field, and say the fix in the profile's terms rather than the
+        // library's (its hint is about its own options).
+        let message = match duplicate_key(&message) {
+            Some(key) => {
+                field = match field.strip_suffix('?') {
+                    Some(parent) => format!("{parent}{key}"),
+                    None if field == "(document)" => key.to_string(),
+                    None => format!("{field}.{key}"),
+                };
+                format!("duplicate key {key:?}: a key may appear once in a mapping; merge the two or remove one")
+            }
+            None => message,
+        };
         ProfileError::Invalid {
             path: path.to_path_buf(),
             line: location.line(),
@@ -863,6 +889,12 @@ fn clean_field(raw: &str) -> String {
 
 /// serde-saphyr appends the location (reported as fields of the error) and a snippet on later
 /// lines; one line of message is what fits.
+/// The key of the YAML library's duplicate-key error.
+fn duplicate_key(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("duplicate mapping key: ")?;
+    Some(rest.split(", set DuplicateKeyPolicy").next().unwrap_or(rest).trim())
+}
+
 fn first_line(message: &str) -> String {
     let line = message.lines().next().unwrap_or(message).trim();
     line.split(" at line ").next().unwrap_or(line).to_string()

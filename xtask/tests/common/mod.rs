@@ -32,3 +32,22 @@ pub fn conformance_on(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
 pub fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
+
+/// Live processes whose command line names `dir` (drivers started with a node's dirs, the
+/// control plane with its state dir).
+pub fn processes_mentioning(dir: &std::path::Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = dracheck_clusters::local::process::proc_stat(pid)?;
+            if stat.state == 'Z' {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(&needle).then_some(format!("{pid}: {cmdline}"))
+        })
+        .collect()
+}

@@ -27,6 +27,7 @@ use self::dra::DraManager;
 use self::events::Log;
 use self::logs::PodIndex;
 use self::plugins::Registry;
+pub(crate) use self::runtime::DEFAULT_PATH;
 use self::runtime::Runtime;
 use super::pki::Pki;
 use crate::error::{ClusterError, Result};

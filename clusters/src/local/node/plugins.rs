@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
 use dracheck_kubelet_api::registration::{InfoRequest, RegistrationStatus};
-use dracheck_kubelet_api::{DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, connect_unix};
+use dracheck_kubelet_api::{
+    DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, connect_unix, connect_unix_as_plugin_watcher,
+};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams};
 use tokio_util::sync::CancellationToken;
@@ -160,7 +162,9 @@ async fn accepts(path: &Path) -> bool {
 }
 
 async fn register(socket: &Path) -> Result<Plugin, String> {
-    let channel = connect_unix(socket).await.map_err(|e| e.to_string())?;
+    // With the `:authority` the kubelet's plugin watcher sends, which plain h2 servers refuse;
+    // the endpoint below is dialled as `unix:`, with `localhost`, as the kubelet does.
+    let channel = connect_unix_as_plugin_watcher(socket).await.map_err(|e| e.to_string())?;
     let mut client = RegistrationClient::new(channel);
     let info = tokio::time::timeout(Duration::from_secs(10), client.get_info(InfoRequest {}))
         .await

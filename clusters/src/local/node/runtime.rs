@@ -13,6 +13,10 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::local::process::{Lifetime, Supervised};
 
+/// The `PATH` of a container whose pod sets none (containerd's default), and of a driver's
+/// kubelet plugin, which a DaemonSet pod runs.
+pub(crate) const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     Running { started_at: Timestamp },
@@ -88,7 +92,7 @@ impl Runtime {
         let mut cmd = Command::new(program);
         cmd.args(args).env_clear().envs(spec.env.iter().cloned()).current_dir(self.pods_dir.join(pod_uid));
         if !spec.env.iter().any(|(k, _)| k == "PATH") {
-            cmd.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+            cmd.env("PATH", DEFAULT_PATH);
         }
         Supervised::spawn_command(&spec.name, cmd, &self.log_path(pod_uid, &spec.name), append, Lifetime::Attached)
             .map_err(|e| e.to_string())
@@ -203,6 +207,19 @@ mod tests {
             .collect();
         assert_eq!(codes, vec![0, 3]);
         assert_eq!(std::fs::read_to_string(rt.log_path("u1", "ok")).unwrap(), "hello\n");
+    }
+
+    #[test]
+    fn a_container_gets_its_pods_env_and_a_path_not_the_callers() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(dir.path());
+        let env = ContainerSpec { argv: vec!["/usr/bin/env".into()], ..spec("env", "") };
+        rt.start_pod("u4", vec![env]).unwrap();
+        wait_terminated(&rt, "u4", "Never");
+        let seen = std::fs::read_to_string(rt.log_path("u4", "env")).unwrap();
+        let mut seen: Vec<&str> = seen.lines().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, ["GREETING=hello".to_string(), format!("PATH={DEFAULT_PATH}")]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
 use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo};
-use dracheck_kubelet_api::{connect_unix, dra_v1};
+use dracheck_kubelet_api::{connect_unix, connect_unix_as_plugin_watcher, dra_v1};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -213,9 +213,10 @@ impl Driver {
         }
     }
 
-    /// Plays kubelet: reads the registration, then connects to the endpoint it names.
+    /// Plays kubelet: reads the registration (with the `:authority` the kubelet's plugin
+    /// watcher sends), then connects to the endpoint it names.
     pub async fn kubelet(&self) -> Kubelet {
-        let mut reg = RegistrationClient::new(connect_unix(self.reg_socket()).await.unwrap());
+        let mut reg = RegistrationClient::new(connect_unix_as_plugin_watcher(self.reg_socket()).await.unwrap());
         let info = reg.get_info(InfoRequest {}).await.unwrap().into_inner();
         let dra = connect_unix(&info.endpoint).await.unwrap();
         Kubelet {

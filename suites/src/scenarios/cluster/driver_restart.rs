@@ -82,7 +82,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     ctx.check(
         ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
         status.phase.as_deref() == Some("Running") && restarts == 0 && still == devices,
-        format!("the workload kept running on {devices:?}"),
+        format!("the pod kept running with no container restart and its claim kept {devices:?}"),
         format!(
             "after the restart the pod is {:?} with {restarts} restart(s), its claim has {still:?} (had {devices:?})",
             status.phase

@@ -34,7 +34,7 @@ const MISSING_CLASS: &str = "dracheck-no-such-class";
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     let variants = ctx.profile().guarantees.impossible.as_ref().map(|i| i.variants.clone()).unwrap_or_default();
-    let mut explained = Vec::new();
+    let mut asked = Vec::new();
     for (i, variant) in variants.iter().enumerate() {
         let (id, what) = match variant {
             ImpossibleVariant::UnknownClass => (ids::CLAIM_IMPOSSIBLE_UNKNOWN_CLASS, "an unknown DeviceClass"),
@@ -51,7 +51,9 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         ctx.phase(&format!("asking for {what}"));
         let name = format!("impossible-{i}");
         let Some(claim) = impossible_claim(ctx, variant, &name).await? else {
-            ctx.skip(id, "the driver publishes no capacity to ask too much of");
+            let why = "the driver publishes no capacity to ask too much of";
+            ctx.skip(id, why);
+            asked.push(Asked::Skipped { variant: *variant, why });
             continue;
         };
         ctx.create(&claim).await?;
@@ -61,22 +63,93 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         match verdict {
             Some((reason, message)) if reason == "Unschedulable" && still_unallocated => {
                 ctx.pass(id, format!("Pending, Unschedulable: {message}"));
-                explained.push((*variant, name, message));
+                asked.push(Asked::Refused { variant: *variant, pod: name, message });
             }
-            Some((reason, message)) => ctx.fail(
-                id,
-                format!("PodScheduled=False with reason {reason} (claim allocated: {}): {message}", !still_unallocated),
-                ctx.evidence(&name).await,
-            ),
+            Some((reason, message)) => {
+                ctx.fail(
+                    id,
+                    format!(
+                        "PodScheduled=False with reason {reason} (claim allocated: {}): {message}",
+                        !still_unallocated
+                    ),
+                    ctx.evidence(&name).await,
+                );
+                asked.push(Asked::NotRefused { variant: *variant });
+            }
             None => {
-                ctx.fail(id, format!("{what} did not make the pod unschedulable within 30s"), ctx.evidence(&name).await)
+                ctx.fail(
+                    id,
+                    format!("{what} did not make the pod unschedulable within 30s"),
+                    ctx.evidence(&name).await,
+                );
+                asked.push(Asked::NotRefused { variant: *variant });
             }
         }
     }
-    if variants.is_empty() {
-        return Ok(());
+    match judged(&asked) {
+        Judged::Nothing => Ok(()),
+        Judged::Skip(why) => {
+            ctx.skip(ids::CLAIM_IMPOSSIBLE_EXPLAINED, why);
+            Ok(())
+        }
+        Judged::Fail(why) => {
+            ctx.fail(ids::CLAIM_IMPOSSIBLE_EXPLAINED, why, Vec::new());
+            Ok(())
+        }
+        Judged::Explain { refused, skipped } => check_explained(ctx, &refused, skipped).await,
     }
-    check_explained(ctx, &explained, variants.len()).await
+}
+
+/// What became of one impossible request before its explanation is judged.
+#[derive(Debug, Clone, PartialEq)]
+enum Asked {
+    /// Pending and Unschedulable, the claim unallocated: there is something to explain.
+    Refused { variant: ImpossibleVariant, pod: String, message: String },
+    /// Allocated, or refused for another reason: its own guarantee failed.
+    NotRefused { variant: ImpossibleVariant },
+    /// Not built on this driver (e.g. no capacity to ask too much of).
+    Skipped { variant: ImpossibleVariant, why: &'static str },
+}
+
+/// How `claim.impossible.explained` is judged from the requests that were asked.
+#[derive(Debug, PartialEq)]
+enum Judged {
+    /// The profile lists no impossible request.
+    Nothing,
+    Skip(String),
+    Fail(String),
+    /// Explain each refused request; `skipped` says which were not asked and why.
+    Explain {
+        refused: Vec<(ImpossibleVariant, String, String)>,
+        skipped: Vec<String>,
+    },
+}
+
+/// Only the requests that ran are judged: a variant the driver gives no way to build is
+/// skipped with its own reason, and says nothing about whether the others are explained.
+fn judged(asked: &[Asked]) -> Judged {
+    let mut refused = Vec::new();
+    let mut not_refused = Vec::new();
+    let mut skipped = Vec::new();
+    for a in asked {
+        match a {
+            Asked::Refused { variant, pod, message } => refused.push((*variant, pod.clone(), message.clone())),
+            Asked::NotRefused { variant } => not_refused.push(variant.id().to_string()),
+            Asked::Skipped { variant, why } => skipped.push(format!("{} ({why})", variant.id())),
+        }
+    }
+    if asked.is_empty() {
+        Judged::Nothing
+    } else if !not_refused.is_empty() {
+        Judged::Fail(format!(
+            "the impossible request(s) {} were not refused as Unschedulable, so there is no refusal to explain for them",
+            not_refused.join(", ")
+        ))
+    } else if refused.is_empty() {
+        Judged::Skip(format!("no impossible request could be asked: skipped {}", skipped.join("; ")))
+    } else {
+        Judged::Explain { refused, skipped }
+    }
 }
 
 /// The message must name the cause where the scheduler can know it (the missing class),
@@ -85,16 +158,9 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
 async fn check_explained(
     ctx: &Ctx<'_>,
     cases: &[(ImpossibleVariant, String, String)],
-    total: usize,
+    skipped: Vec<String>,
 ) -> Result<(), String> {
-    if cases.len() < total {
-        ctx.fail(
-            ids::CLAIM_IMPOSSIBLE_EXPLAINED,
-            "not every impossible request was refused, so there is nothing to explain",
-            Vec::new(),
-        );
-        return Ok(());
-    }
+    let total = cases.len();
     let mut explanations = Vec::new();
     for (variant, name, message) in cases {
         if matches!(variant, ImpossibleVariant::UnknownClass) && !message.contains(MISSING_CLASS) {
@@ -144,7 +210,8 @@ async fn check_explained(
             ids::CLAIM_IMPOSSIBLE_EXPLAINED,
             format!(
                 "{total} impossible request(s) refused with a message, explain named each cause, and each scheduled \
-                 once fixed"
+                 once fixed{}",
+                if skipped.is_empty() { String::new() } else { format!("; not asked: {}", skipped.join("; ")) }
             ),
             explanations,
         );
@@ -299,6 +366,40 @@ fn parse_quantity(q: &str) -> Option<u128> {
 
 #[cfg(test)]
 mod tests {
+    use super::{Asked, Judged, judged};
+    use crate::profile::ImpossibleVariant::*;
+
+    fn refused(variant: crate::profile::ImpossibleVariant) -> Asked {
+        Asked::Refused { variant, pod: "p".into(), message: "m".into() }
+    }
+
+    #[test]
+    fn a_skipped_variant_does_not_fail_the_explanation_of_the_others() {
+        let asked = [refused(UnknownClass), Asked::Skipped { variant: CapacityTooLarge, why: "no capacity" }];
+        match judged(&asked) {
+            Judged::Explain { refused, skipped } => {
+                assert_eq!(refused.len(), 1);
+                assert_eq!(skipped, ["claim.impossible.capacity (no capacity)"]);
+            }
+            other => panic!("expected the refused request to be explained, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_that_was_not_refused_fails_the_explanation_and_is_named() {
+        let asked = [refused(UnknownClass), Asked::NotRefused { variant: CountAboveInventory }];
+        let Judged::Fail(why) = judged(&asked) else { panic!("expected a failure") };
+        assert!(why.contains("claim.impossible.count"), "{why}");
+    }
+
+    #[test]
+    fn only_skipped_variants_skip_the_explanation_with_their_reasons() {
+        let asked = [Asked::Skipped { variant: CapacityTooLarge, why: "no capacity" }];
+        let Judged::Skip(why) = judged(&asked) else { panic!("expected a skip") };
+        assert!(why.contains("no capacity"), "{why}");
+        assert_eq!(judged(&[]), Judged::Nothing);
+    }
+
     #[test]
     fn quantities() {
         assert_eq!(super::parse_quantity("80Gi"), Some(80 << 30));

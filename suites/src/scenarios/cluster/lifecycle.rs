@@ -118,7 +118,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     }
     match still {
         Ok(_) if claim_uids.len() == 2 => {
-            ctx.pass(id, "NodeUnprepareResources succeeded for both claims once their pods ended")
+            ctx.pass(id, "both claims left the kubelet's DRA checkpoint (unprepared) once their pods ended")
         }
         Ok(_) => ctx.fail(id, "the claims of the jobs could not be identified", Vec::new()),
         Err(prepared) => {

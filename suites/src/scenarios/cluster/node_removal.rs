@@ -61,10 +61,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         )
         .await;
     match released {
-        Ok(_) => ctx.pass(
-            ids::NODE_REMOVAL_CLAIMS_DEALLOCATED,
-            "the claim was deallocated; nothing stays allocated to the removed node",
-        ),
+        Ok(_) => ctx.pass(ids::NODE_REMOVAL_CLAIMS_DEALLOCATED, "the claim of the removed node's pod was deallocated"),
         Err(_) => {
             ctx.fail(
                 ids::NODE_REMOVAL_CLAIMS_DEALLOCATED,

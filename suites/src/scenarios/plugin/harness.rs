@@ -10,7 +10,7 @@ use dracheck_clusters::local::{DriverInstance, Lifetime, NodeConfig};
 use dracheck_kubelet_api::dra_v1::dra_plugin_client::DraPluginClient;
 use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
 use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo, RegistrationStatus};
-use dracheck_kubelet_api::{connect_unix, dra_v1};
+use dracheck_kubelet_api::{connect_unix, connect_unix_as_plugin_watcher, dra_v1};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -96,9 +96,11 @@ impl PluginNode {
     }
 
     async fn wait_registered(&self) -> Result<(), String> {
+        let mut last = None;
         for _ in 0..150 {
-            if self.info().await.is_ok() {
-                return Ok(());
+            match self.info().await {
+                Ok(_) => return Ok(()),
+                Err(e) => last = Some(e),
             }
             if let Some(other) = self.registered_elsewhere().await {
                 return Err(format!(
@@ -109,11 +111,14 @@ impl PluginNode {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        Err(format!(
-            "the driver offered no registration socket {} within 30s; its log:\n{}",
-            self.registration_socket().display(),
-            self.driver.log_tail(15)
-        ))
+        // A socket that is there but answers GetInfo wrongly is a different fault from no
+        // socket at all: say which, with the call's error.
+        let socket = self.registration_socket();
+        let what = match last {
+            Some(e) if socket.exists() => format!("answered no GetInfo on {} within 30s ({e})", socket.display()),
+            _ => format!("offered no registration socket {} within 30s", socket.display()),
+        };
+        Err(format!("the driver {what}; its log:\n{}", self.driver.log_tail(15)))
     }
 
     /// The name a plugin gives on another registration socket of the node, as kubelet's
@@ -125,7 +130,7 @@ impl PluginNode {
             if path == ours || !path.to_string_lossy().ends_with("-reg.sock") {
                 continue;
             }
-            let Ok(channel) = connect_unix(&path).await else { continue };
+            let Ok(channel) = connect_unix_as_plugin_watcher(&path).await else { continue };
             if let Ok(info) = timed(RegistrationClient::new(channel).get_info(InfoRequest {})).await {
                 return Some(info.into_inner().name);
             }
@@ -135,7 +140,7 @@ impl PluginNode {
 
     /// GetInfo on the registration socket; `NotifyRegistrationStatus` follows as kubelet does.
     pub async fn info(&self) -> Result<PluginInfo, String> {
-        let channel = connect_unix(self.registration_socket()).await.map_err(|e| e.to_string())?;
+        let channel = connect_unix_as_plugin_watcher(self.registration_socket()).await.map_err(|e| e.to_string())?;
         let mut reg = RegistrationClient::new(channel);
         let info = timed(reg.get_info(InfoRequest {})).await?.into_inner();
         timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: true, error: String::new() }))

@@ -1,0 +1,177 @@
+//! Reaping, as testcontainers' Ryuk does it: the state dir of a local cluster whose owning run
+//! is gone (killed by SIGKILL, or the machine rebooted since) is removed by the next run or by
+//! `cluster down --stale`, after the processes its `cluster.json` names are stopped. Only a
+//! dir that holds our record with a process owner is ever touched; a detached cluster
+//! (`cluster up`, a kept run) stays until `cluster down`.
+
+use std::os::fd::AsRawFd as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::owner::OwnerProcess;
+use super::state::{ClusterInfo, INFO_FILE, Stopped};
+use crate::error::{ClusterError, Result};
+
+/// How [`super::state::StateDir::temporary`] names the state dirs it makes in `$TMPDIR`.
+pub const TEMP_PREFIX: &str = "dracheck-";
+
+/// One removed state dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaped {
+    pub state_dir: PathBuf,
+    pub owner: OwnerProcess,
+    pub stopped: Stopped,
+}
+
+impl std::fmt::Display for Reaped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "removed the state dir {} of a run that is gone (pid {}): {}",
+            self.state_dir.display(),
+            self.owner.pid,
+            self.stopped.summary()
+        )
+    }
+}
+
+/// The state dirs among `temp_dir`'s `dracheck-*` entries whose owner is gone.
+pub fn stale_in(temp_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(temp_dir) else { return Vec::new() };
+    let mut stale: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|dir| stale_owner(dir).is_some())
+        .collect();
+    stale.sort();
+    stale
+}
+
+/// The owner of the cluster recorded in `dir`, if there is such a record and its owner is gone.
+pub fn stale_owner(dir: &Path) -> Option<OwnerProcess> {
+    if !dir.join(INFO_FILE).is_file() {
+        return None;
+    }
+    ClusterInfo::load(dir).ok()?.owner.gone()
+}
+
+/// Stops and removes every stale state dir in `temp_dir`; one result per dir.
+pub fn reap_stale_in(temp_dir: &Path) -> Vec<Result<Reaped>> {
+    stale_in(temp_dir).iter().filter_map(|dir| reap_if_stale(dir).transpose()).collect()
+}
+
+/// [`reap_stale_in`] the temp dir that [`super::state::StateDir::temporary`] uses.
+pub fn reap_stale() -> Vec<Result<Reaped>> {
+    reap_stale_in(&std::env::temp_dir())
+}
+
+/// Stops what `dir` records and removes it, if its owner is gone; `Ok(None)` otherwise (no
+/// record of ours, a live or detached owner, or another reaper got there first).
+pub fn reap_if_stale(dir: &Path) -> Result<Option<Reaped>> {
+    let info_path = dir.join(INFO_FILE);
+    let Ok(record) = std::fs::File::open(&info_path) else { return Ok(None) };
+    // Two runs that start together must not both stop and remove the same dir: whoever holds
+    // the lock on its record does it, and the other finds the record gone afterwards.
+    // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+    if unsafe { libc::flock(record.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 || !info_path.is_file() {
+        return Ok(None);
+    }
+    let Ok(info) = ClusterInfo::load(dir) else { return Ok(None) };
+    let Some(owner) = info.owner.gone() else { return Ok(None) };
+    let stopped = info.stop_all(Duration::from_secs(10))?;
+    std::fs::remove_dir_all(dir)
+        .map_err(ClusterError::io(format!("removing the stale state dir {}", dir.display())))?;
+    Ok(Some(Reaped { state_dir: dir.to_path_buf(), owner, stopped }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::owner::Owner;
+    use super::super::process::{Lifetime, ProcessRecord, Supervised};
+    use super::*;
+
+    fn ended_process() -> OwnerProcess {
+        let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+        let pid = child.id();
+        let start_ticks = super::super::process::proc_stat(pid).map_or(1, |s| s.start_ticks);
+        child.wait().unwrap();
+        OwnerProcess { pid, start_ticks }
+    }
+
+    fn state_dir(tmp: &Path, name: &str, owner: Owner, processes: Vec<ProcessRecord>) -> PathBuf {
+        let dir = tmp.join(name);
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        let info = ClusterInfo { kubernetes_version: "v1.37.2".into(), owner, processes, ..ClusterInfo::default() };
+        info.save(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn only_dirs_of_ours_whose_owner_is_gone_are_stale() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let gone = state_dir(t, "dracheck-gone", Owner::Process(ended_process()), Vec::new());
+        state_dir(t, "dracheck-live", Owner::Process(OwnerProcess::current()), Vec::new());
+        state_dir(t, "dracheck-up", Owner::Detached, Vec::new());
+        state_dir(t, "not-ours", Owner::Process(ended_process()), Vec::new());
+        std::fs::create_dir_all(t.join("dracheck-norecord/logs")).unwrap();
+        std::fs::create_dir_all(t.join("dracheck-broken")).unwrap();
+        std::fs::write(t.join("dracheck-broken").join(INFO_FILE), "{ not json").unwrap();
+        std::fs::write(t.join("dracheck-file"), "").unwrap();
+        assert_eq!(stale_in(t), vec![gone]);
+    }
+
+    #[test]
+    fn reaping_stops_what_the_record_names_then_removes_the_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let logs = tempfile::tempdir().unwrap();
+        // Detached: it outlives its starter, as the processes of a killed `cluster up` or of a
+        // kept run that was killed during the handover do.
+        let survivor = Supervised::spawn(
+            "kube-apiserver",
+            Path::new("/bin/sleep"),
+            &["30".into()],
+            &logs.path().join("s.log"),
+            Lifetime::Detached,
+        )
+        .unwrap()
+        .release();
+        let dead = ended_process();
+        let ended =
+            ProcessRecord { name: "etcd".into(), pid: dead.pid, start_ticks: dead.start_ticks, log: "x".into() };
+        let owner = ended_process();
+        let gone = state_dir(tmp.path(), "dracheck-gone", Owner::Process(owner), vec![ended, survivor.clone()]);
+        let live = state_dir(tmp.path(), "dracheck-live", Owner::Process(OwnerProcess::current()), Vec::new());
+
+        let reaped: Vec<Reaped> = reap_stale_in(tmp.path()).into_iter().map(Result::unwrap).collect();
+
+        assert_eq!(reaped.len(), 1, "{reaped:?}");
+        assert!(!survivor.is_alive(), "the recorded process was stopped");
+        assert!(!gone.exists(), "the stale dir was removed");
+        assert!(live.exists(), "a live run's dir is left alone");
+        assert_eq!(
+            reaped[0].to_string(),
+            format!(
+                "removed the state dir {} of a run that is gone (pid {}): stopped 1 of its 2 recorded processes \
+                 (kube-apiserver); etcd had already ended",
+                gone.display(),
+                owner.pid
+            )
+        );
+        assert!(reap_stale_in(tmp.path()).is_empty(), "nothing is left to reap");
+    }
+
+    #[test]
+    fn a_given_state_dir_is_reaped_only_when_its_owner_is_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let live = state_dir(tmp.path(), "mine", Owner::Process(OwnerProcess::current()), Vec::new());
+        assert_eq!(reap_if_stale(&live).unwrap(), None);
+        let up = state_dir(tmp.path(), "up", Owner::Detached, Vec::new());
+        assert_eq!(reap_if_stale(&up).unwrap(), None);
+        let gone = state_dir(tmp.path(), "gone", Owner::Process(ended_process()), Vec::new());
+        assert!(reap_if_stale(&gone).unwrap().is_some());
+        assert!(!gone.exists() && live.exists() && up.exists());
+    }
+}

@@ -1,0 +1,160 @@
+//! Reaching a cluster named by a kubeconfig, and saying why it cannot be reached the way
+//! kubectl does: the server URL and the cause (a CA that is not PEM, a certificate signed by
+//! an unknown authority, a refused connection), instead of the HTTP client's bare "client
+//! error (Connect)". Causes are read from the error's types, never from its message text.
+
+use std::error::Error as StdError;
+
+use base64::Engine as _;
+use kube::config::{Kubeconfig, NamedCluster};
+
+/// The cluster entry the kubeconfig's `context` (or its current context) points at.
+pub fn cluster_of<'a>(kc: &'a Kubeconfig, context: Option<&str>) -> Option<&'a NamedCluster> {
+    let context = context.or(kc.current_context.as_deref())?;
+    let cluster = kc.contexts.iter().find(|c| c.name == context)?.context.as_ref()?.cluster.clone();
+    kc.clusters.iter().find(|c| c.name == cluster)
+}
+
+/// Whether the cluster's CA (`certificate-authority-data`, or the file `certificate-authority`
+/// names) holds at least one PEM certificate. kube's loader accepts data without any PEM
+/// block and only the TLS handshake fails later, as an unknown authority; kubectl says what
+/// is wrong with the data, and so does this.
+pub fn ca_problem(cluster: &NamedCluster) -> Option<String> {
+    let c = cluster.cluster.as_ref()?;
+    let (what, pem) = if let Some(data) = &c.certificate_authority_data {
+        match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+            Ok(pem) => ("certificate-authority-data".to_string(), pem),
+            Err(e) => return Some(format!("its certificate-authority-data is not base64 ({e})")),
+        }
+    } else if let Some(file) = &c.certificate_authority {
+        match std::fs::read(file) {
+            Ok(pem) => (format!("certificate-authority {file}"), pem),
+            Err(e) => return Some(format!("its certificate-authority {file} cannot be read ({e})")),
+        }
+    } else {
+        return None;
+    };
+    let text = String::from_utf8_lossy(&pem);
+    (!text.contains("-----BEGIN CERTIFICATE-----"))
+        .then(|| format!("cannot parse the CA as PEM: its {what} holds no PEM certificate block"))
+}
+
+/// Why a request to `server` failed, as kubectl words it, from the error's chain of sources.
+pub fn cause(err: &(dyn StdError + 'static)) -> String {
+    let mut chain = Vec::new();
+    let mut next: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = next {
+        if let Some(named) = named(e) {
+            return named;
+        }
+        chain.push(e.to_string());
+        next = e.source();
+    }
+    chain.dedup();
+    chain.join(": ")
+}
+
+/// A cause kubectl has words for, where `e` (or the error an `io::Error` wraps) is one.
+fn named(e: &(dyn StdError + 'static)) -> Option<String> {
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        if io.kind() == std::io::ErrorKind::ConnectionRefused {
+            return Some("connection refused (nothing listens at that address: is the cluster up?)".into());
+        }
+        if let Some(inner) = io.get_ref() {
+            return named(inner);
+        }
+    }
+    match e.downcast_ref::<rustls::Error>()? {
+        // A CA of the same name that did not sign the certificate is a bad signature to
+        // rustls; kubectl calls both an unknown authority.
+        rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer | rustls::CertificateError::BadSignature,
+        ) => Some(
+            "x509: certificate signed by unknown authority (the kubeconfig's CA did not sign the server's \
+             certificate: is it the CA of this cluster?)"
+                .into(),
+        ),
+        rustls::Error::InvalidCertificate(c) => Some(format!("x509: the server's certificate is not valid: {c:?}")),
+        other => Some(format!("TLS: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use kube::config::Kubeconfig;
+
+    use super::*;
+
+    fn kubeconfig(server: &str, ca_pem: &str) -> Kubeconfig {
+        let data = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+        Kubeconfig::from_yaml(&format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    \
+             certificate-authority-data: {data}\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\n\
+             users:\n- name: u\n  user: {{}}\ncurrent-context: ctx\n"
+        ))
+        .expect("a kubeconfig")
+    }
+
+    async fn request(kc: Kubeconfig) -> kube::Error {
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("a config");
+        let client = kube::Client::try_from(config).expect("a client");
+        client.apiserver_version().await.expect_err("the request must fail")
+    }
+
+    fn ca() -> (rcgen::Certificate, rcgen::KeyPair) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        (params.self_signed(&key).unwrap(), key)
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_a_refused_connection() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (ca, _) = ca();
+        let e = request(kubeconfig(&format!("https://127.0.0.1:{port}"), &ca.pem())).await;
+        assert!(cause(&e).starts_with("connection refused"), "{}", cause(&e));
+    }
+
+    #[test]
+    fn a_ca_that_is_not_pem_is_named_before_connecting() {
+        let kc = kubeconfig("https://127.0.0.1:1", "garbage, not a certificate");
+        let problem = ca_problem(cluster_of(&kc, None).unwrap()).unwrap();
+        assert!(problem.contains("cannot parse the CA as PEM"), "{problem}");
+        let (ca, _) = ca();
+        assert_eq!(ca_problem(cluster_of(&kubeconfig("https://127.0.0.1:1", &ca.pem()), Some("ctx")).unwrap()), None);
+    }
+
+    #[tokio::test]
+    async fn a_server_certificate_from_another_ca_is_an_unknown_authority() {
+        // A TLS server on loopback whose certificate the kubeconfig's CA did not sign.
+        let (server_ca, server_ca_key) = ca();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        let issuer = rcgen::Issuer::from_ca_cert_der(server_ca.der(), &server_ca_key).unwrap();
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let _ = acceptor.accept(tcp).await;
+            }
+        });
+        let (other_ca, _) = ca();
+        let e = request(kubeconfig(&format!("https://127.0.0.1:{port}"), &other_ca.pem())).await;
+        server.abort();
+        assert!(cause(&e).contains("certificate signed by unknown authority"), "{}", cause(&e));
+    }
+}
