@@ -5,8 +5,94 @@
 
 use std::error::Error as StdError;
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
 use base64::Engine as _;
-use kube::config::{Kubeconfig, NamedCluster};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError, NamedCluster};
+
+/// Why no client for the cluster of a kubeconfig could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReachError {
+    #[error("cannot read the kubeconfig {}: {source}; pass --kubeconfig with a readable file", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error(
+        "--context {context}: the kubeconfig {} has no such context; its contexts: {}. Pass one of them with \
+         --context",
+        .path.display(),
+        if .known.is_empty() { "none".to_string() } else { .known.join(", ") }
+    )]
+    UnknownContext { path: PathBuf, context: String, known: Vec<String> },
+    #[error(
+        "the kubeconfig {} names the cluster at {server}, but {problem}; fix the kubeconfig (kubectl fails on it \
+         the same way)",
+        .path.display()
+    )]
+    BadCa { path: PathBuf, server: String, problem: String },
+    #[error("the kubeconfig {} does not give a cluster ({source}); check --kubeconfig and --context", .path.display())]
+    NoCluster {
+        path: PathBuf,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("no client for the cluster at {server}: {source}")]
+    Client {
+        server: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ReachError {
+    /// Bad input (2) for a kubeconfig that cannot name a cluster; 3 where the client fails.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ReachError::Client { .. } => crate::EXIT_CLUSTER_DOWN,
+            _ => crate::EXIT_BAD_INPUT,
+        }
+    }
+}
+
+/// A client for the cluster a kubeconfig names, and that cluster's server URL for messages.
+pub struct Reached {
+    pub client: kube::Client,
+    pub server: String,
+}
+
+/// The kubeconfig at `path` with `context` (or its current one): checked as kubectl would
+/// before any request (the context exists, the CA is PEM), then a client. No request is made.
+pub async fn client(
+    path: &Path,
+    context: Option<&str>,
+    connect_timeout: Option<Duration>,
+) -> Result<Reached, ReachError> {
+    let kc = Kubeconfig::read_from(path).map_err(|source| ReachError::Read { path: path.to_path_buf(), source })?;
+    if let Some(context) = context
+        && !kc.contexts.iter().any(|c| c.name == context)
+    {
+        let known = kc.contexts.iter().map(|c| c.name.clone()).collect();
+        return Err(ReachError::UnknownContext { path: path.to_path_buf(), context: context.to_string(), known });
+    }
+    let cluster = cluster_of(&kc, context);
+    let server = cluster.and_then(|c| c.cluster.as_ref()?.server.clone()).unwrap_or_else(|| "(no server)".into());
+    if let Some(problem) = cluster.and_then(ca_problem) {
+        return Err(ReachError::BadCa { path: path.to_path_buf(), server, problem });
+    }
+    let opts = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .map_err(|source| ReachError::NoCluster { path: path.to_path_buf(), source })?;
+    if connect_timeout.is_some() {
+        config.connect_timeout = connect_timeout;
+    }
+    let client =
+        kube::Client::try_from(config).map_err(|source| ReachError::Client { server: server.clone(), source })?;
+    Ok(Reached { client, server })
+}
 
 /// The cluster entry the kubeconfig's `context` (or its current context) points at.
 pub fn cluster_of<'a>(kc: &'a Kubeconfig, context: Option<&str>) -> Option<&'a NamedCluster> {
@@ -116,6 +202,21 @@ mod tests {
         let (ca, _) = ca();
         let e = request(kubeconfig(&format!("https://127.0.0.1:{port}"), &ca.pem())).await;
         assert!(cause(&e).starts_with("connection refused"), "{}", cause(&e));
+    }
+
+    #[tokio::test]
+    async fn an_unknown_context_lists_the_contexts_there_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        let (ca, _) = ca();
+        std::fs::write(&path, serde_json::to_string(&kubeconfig("https://127.0.0.1:1", &ca.pem())).unwrap()).unwrap();
+        let e = client(&path, Some("prod"), None).await.err().expect("an unknown context is refused");
+        assert_eq!(e.exit_code(), crate::EXIT_BAD_INPUT);
+        assert!(e.to_string().contains("its contexts: ctx"), "{e}");
+        let garbage = dir.path().join("garbage");
+        std::fs::write(&garbage, serde_json::to_string(&kubeconfig("https://127.0.0.1:1", "junk")).unwrap()).unwrap();
+        let e = client(&garbage, None, None).await.err().expect("a CA that is not PEM is refused");
+        assert!(e.to_string().contains("https://127.0.0.1:1") && e.to_string().contains("as PEM"), "{e}");
     }
 
     #[test]

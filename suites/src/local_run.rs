@@ -202,52 +202,17 @@ fn unreachable(what: String) -> NotUp {
 /// nodes are skipped there (the suite does not own the nodes); the plugin tier runs its own
 /// driver instances from the adapter's binary against the cluster's API.
 pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -> Result<RunResult, NotUp> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
     let begun = Instant::now();
     let started_at = dracheck_objects::now().to_string();
     let fix = "check --kubeconfig and --context, and that the cluster is up";
-    let kc = Kubeconfig::read_from(&cfg.kubeconfig).map_err(|e| NotUp {
-        exit_code: dracheck_clusters::EXIT_BAD_INPUT,
-        message: format!(
-            "cannot read the kubeconfig {}: {e}; pass --kubeconfig with a readable file",
-            cfg.kubeconfig.display()
-        ),
-    })?;
-    if let Some(context) = &cfg.context
-        && !kc.contexts.iter().any(|c| &c.name == context)
-    {
-        let known: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-        return Err(NotUp {
-            exit_code: dracheck_clusters::EXIT_BAD_INPUT,
-            message: format!(
-                "--context {context}: the kubeconfig {} has no such context; its contexts: {}. Pass one of them \
-                 with --context",
-                cfg.kubeconfig.display(),
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            ),
-        });
-    }
-    let server = reach::cluster_of(&kc, cfg.context.as_deref())
-        .and_then(|c| c.cluster.as_ref()?.server.clone())
-        .unwrap_or_else(|| "(no server)".into());
-    if let Some(problem) = reach::cluster_of(&kc, cfg.context.as_deref()).and_then(reach::ca_problem) {
-        return Err(NotUp {
-            exit_code: dracheck_clusters::EXIT_BAD_INPUT,
-            message: format!(
-                "the kubeconfig {} names the cluster at {server}, but {problem}; fix the kubeconfig (kubectl says the \
-                 same: `kubectl --kubeconfig {} get nodes`)",
-                cfg.kubeconfig.display(),
-                cfg.kubeconfig.display()
-            ),
-        });
-    }
-    let opts = KubeConfigOptions { context: cfg.context.clone(), ..KubeConfigOptions::default() };
-    let config = kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| NotUp {
-        exit_code: dracheck_clusters::EXIT_BAD_INPUT,
-        message: format!("the kubeconfig {} does not give a cluster ({e}); {fix}", cfg.kubeconfig.display()),
-    })?;
-    let client =
-        kube::Client::try_from(config).map_err(|e| unreachable(format!("no client for the cluster: {e}; {fix}")))?;
+    let reach::Reached { client, server } =
+        reach::client(&cfg.kubeconfig, cfg.context.as_deref(), None).await.map_err(|e| NotUp {
+            exit_code: e.exit_code(),
+            message: match e {
+                reach::ReachError::Client { .. } => format!("{e}; {fix}"),
+                _ => e.to_string(),
+            },
+        })?;
     let version = tokio::time::timeout(Duration::from_secs(15), client.apiserver_version())
         .await
         .map_err(|_| unreachable(format!("the cluster at {server} did not answer within 15s; {fix}")))?

@@ -69,16 +69,5 @@ async fn clean_cluster(kubeconfig: &std::path::Path, context: Option<&str>) -> u
 }
 
 async fn client(kubeconfig: &std::path::Path, context: Option<&str>) -> Result<kube::Client, String> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| {
-        format!("cannot read the kubeconfig {}: {e}; pass --kubeconfig with a readable file", kubeconfig.display())
-    })?;
-    let opts = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
-    let config = kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| {
-        format!(
-            "the kubeconfig {} does not give a cluster ({e}); check --kubeconfig and --context",
-            kubeconfig.display()
-        )
-    })?;
-    kube::Client::try_from(config).map_err(|e| format!("no client for the cluster of {}: {e}", kubeconfig.display()))
+    dracheck_clusters::reach::client(kubeconfig, context, None).await.map(|r| r.client).map_err(|e| e.to_string())
 }

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::exit;
 
@@ -77,22 +76,8 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
         .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
         .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
-    let kc = Kubeconfig::read_from(&path).map_err(|e| {
-        (
-            exit::BAD_INPUT,
-            format!("cannot read the kubeconfig {} ({e}); pass --kubeconfig with a readable file", path.display()),
-        )
-    })?;
-    let opts = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| {
-        (
-            exit::BAD_INPUT,
-            format!(
-                "the kubeconfig {} does not give a cluster ({e}); check --kubeconfig and --context",
-                path.display()
-            ),
-        )
-    })?;
-    config.connect_timeout = Some(Duration::from_secs(5));
-    kube::Client::try_from(config).map_err(|e| (exit::CLUSTER_DOWN, format!("no client for the cluster: {e}")))
+    dracheck_clusters::reach::client(&path, context, Some(Duration::from_secs(5)))
+        .await
+        .map(|r| r.client)
+        .map_err(|e| (e.exit_code() as u8, e.to_string()))
 }
