@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{conformance_on, text, xtask_env as xtask};
+use common::{conformance_on, processes_mentioning, text, xtask_env as xtask};
 use std::path::Path;
 
 #[test]
@@ -119,24 +119,6 @@ fn cluster_up_status_kubeconfig_down() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert_eq!(processes_mentioning(&state), Vec::<String>::new(), "no driver or container survives `down`");
-}
-
-/// Live processes whose command line names `dir` (drivers started with the node's dirs).
-fn processes_mentioning(dir: &Path) -> Vec<String> {
-    let needle = dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = dracheck_clusters::local::process::proc_stat(pid)?;
-            if stat.state == 'Z' {
-                return None;
-            }
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains(&needle).then_some(format!("{pid}: {cmdline}"))
-        })
-        .collect()
 }
 
 #[test]

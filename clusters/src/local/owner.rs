@@ -141,11 +141,11 @@ fn machine() -> (String, String) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A process that has exited and been reaped: its pid + start time names no process.
-    fn ended_process() -> OwnerProcess {
+    pub(crate) fn ended_process() -> OwnerProcess {
         let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
         let pid = child.id();
         let start_ticks = super::super::process::proc_stat(pid).map_or(1, |s| s.start_ticks);

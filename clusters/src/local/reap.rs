@@ -89,16 +89,9 @@ pub fn reap_if_stale(dir: &Path) -> Result<Option<Reaped>> {
 #[cfg(test)]
 mod tests {
     use super::super::owner::Owner;
+    use super::super::owner::tests::ended_process;
     use super::super::process::{Lifetime, ProcessRecord, Supervised};
     use super::*;
-
-    fn ended_process() -> OwnerProcess {
-        let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
-        let pid = child.id();
-        let start_ticks = super::super::process::proc_stat(pid).map_or(1, |s| s.start_ticks);
-        child.wait().unwrap();
-        OwnerProcess { pid, start_ticks }
-    }
 
     fn state_dir(tmp: &Path, name: &str, owner: Owner, processes: Vec<ProcessRecord>) -> PathBuf {
         let dir = tmp.join(name);
