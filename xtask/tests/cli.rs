@@ -404,7 +404,19 @@ fn a_misnamed_or_silent_plugin_is_named_within_a_bounded_time() {
     std::fs::write(&profile, shipped.replace("gpu.mock.dracheck.io", "gpu.acme.com")).unwrap();
     let (profile, out_dir) = (profile.to_str().unwrap(), tmp.path().to_str().unwrap());
     let inventory_arg = format!("--driver-arg=--inventory={}", inventory.display());
-    let common = ["--driver-name", "gpu.acme.com", "--profile", profile, "--nodes", "1", "--out", out_dir];
+    // One node is enough to be refused: node removal (which needs a second) is left out.
+    let common = [
+        "--driver-name",
+        "gpu.acme.com",
+        "--profile",
+        profile,
+        "--nodes",
+        "1",
+        "--skip",
+        "node.removal.*",
+        "--out",
+        out_dir,
+    ];
 
     // The mock registers as gpu.mock.dracheck.io whatever --driver-name says.
     let mut misnamed = vec!["conformance", "--driver-bin", bin.to_str().unwrap()];
