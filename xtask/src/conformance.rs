@@ -67,7 +67,8 @@ pub struct ConformanceArgs {
     /// Where to write the JSON result.
     #[arg(long, default_value = "reports")]
     pub out: PathBuf,
-    /// Leave the local cluster running after the run (prints how to stop it).
+    /// Leave the local cluster running after the run, its nodes and drivers included (the
+    /// drivers restarted under a detached agent); prints how to stop it.
     #[arg(long)]
     pub keep_cluster: bool,
     /// Run at most N groups of scenarios at once (each group on a node of its own); 0: as
