@@ -97,8 +97,25 @@ pub enum ClusterError {
     )]
     StateDirNotOurs { state_dir: PathBuf },
 
+    #[error(
+        "this machine cannot run real nodes: {reason}. Run as root on a machine with cgroups, or pass \
+         --node-kind emulated to use dracheck's emulated nodes (README.md, \"Node kinds\", says what they do not \
+         check)."
+    )]
+    RealNodesUnsupported { reason: String },
+
     #[error("{tool} is not available: {detail}. To fix: {fix}.")]
     MissingTool { tool: String, detail: String, fix: String },
+
+    #[error("the pod network of a real node cannot be set up: {problem}. To fix: {fix}.")]
+    CniSetup { problem: String, fix: String },
+
+    #[error(
+        "importing the node image {archive} into the containerd at {address} failed ({status}). ctr's last \
+         lines:\n{tail}\nThe archive is built by dracheck into its cache dir; if the lines call it broken, remove \
+         that file so that it is built again, and run the command again."
+    )]
+    ImageImportFailed { archive: PathBuf, address: PathBuf, status: String, tail: String },
 
     #[error(
         "`kind create cluster` of {name} failed after {elapsed_s}s ({status}). Its last lines:\n{tail}\n\
@@ -162,6 +179,7 @@ impl ClusterError {
             | ClusterError::NoState { .. }
             | ClusterError::StateDirNotOurs { .. }
             | ClusterError::MissingTool { .. }
+            | ClusterError::CniSetup { .. }
             | ClusterError::ReleaseExists { .. }
             | ClusterError::TooManyNodes { .. } => EXIT_BAD_INPUT,
             ClusterError::InstallFailed(_) => EXIT_INSTALL_FAILED,

@@ -38,6 +38,15 @@ pub struct GoBinary {
     pub package: &'static str,
     /// Whether the recipe's `version_ldflags` apply (not to etcd, which has its own version).
     pub stamped: bool,
+    /// Built with cgo (runc needs libseccomp); everything else is static Go.
+    pub cgo: bool,
+    /// `-tags`, comma-separated; empty for none.
+    pub tags: &'static str,
+}
+
+impl GoBinary {
+    /// A plain static Go binary; construct with `..GoBinary::PLAIN`.
+    pub const PLAIN: GoBinary = GoBinary { name: "", package: "", stamped: false, cgo: false, tags: "" };
 }
 
 impl GoRecipe {
@@ -114,11 +123,13 @@ async fn build(recipe: &GoRecipe, root: &Path, bin: &Path, progress: &Progress) 
         let target = bin.join(format!("{}.partial", binary.name));
         let started = Instant::now();
         let mut child = tokio::process::Command::new(go_command())
-            .args(["build", "-trimpath", "-ldflags", &recipe.ldflags(binary), "-o"])
+            .args(["build", "-trimpath", "-ldflags", &recipe.ldflags(binary)])
+            .args(if binary.tags.is_empty() { vec![] } else { vec!["-tags", binary.tags] })
+            .arg("-o")
             .arg(&target)
             .arg(binary.package)
             .current_dir(&src)
-            .env("CGO_ENABLED", "0")
+            .env("CGO_ENABLED", if binary.cgo { "1" } else { "0" })
             .env("GOFLAGS", "-mod=readonly")
             .stdin(Stdio::null())
             .stdout(log)
@@ -218,40 +229,65 @@ pub fn fmt_elapsed(d: Duration) -> String {
 }
 
 /// An exclusive `flock` held for the life of the value.
-struct FileLock {
+pub(crate) struct FileLock {
     _file: std::fs::File,
 }
 
 impl FileLock {
-    async fn acquire(path: PathBuf, progress: &Progress) -> Result<FileLock> {
-        use std::os::fd::AsRawFd;
-        let file = std::fs::OpenOptions::new()
+    pub(crate) async fn acquire(path: PathBuf, progress: &Progress) -> Result<FileLock> {
+        let file = Self::open(&path)?;
+        if Self::try_lock(&file) {
+            return Ok(FileLock { _file: file });
+        }
+        Self::say_waiting(&path, progress);
+        tokio::task::spawn_blocking(move || Self::lock(file, &path)).await.expect("the lock task does not panic")
+    }
+
+    /// [`FileLock::acquire`] for callers outside async code: blocks this thread while another
+    /// process holds the lock.
+    pub(crate) fn acquire_blocking(path: &Path, progress: &Progress) -> Result<FileLock> {
+        let file = Self::open(path)?;
+        if Self::try_lock(&file) {
+            return Ok(FileLock { _file: file });
+        }
+        Self::say_waiting(path, progress);
+        Self::lock(file, path)
+    }
+
+    fn open(path: &Path) -> Result<std::fs::File> {
+        std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&path)
-            .map_err(ClusterError::io(format!("opening {}", path.display())))?;
+            .open(path)
+            .map_err(ClusterError::io(format!("opening {}", path.display())))
+    }
+
+    fn try_lock(file: &std::fs::File) -> bool {
+        use std::os::fd::AsRawFd;
         // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(FileLock { _file: file });
-        }
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    }
+
+    fn say_waiting(path: &Path, progress: &Progress) {
         progress.line(format!(
             "waiting for another dracheck process that is building into {}",
-            path.parent().unwrap_or(&path).display()
+            path.parent().unwrap_or(path).display()
         ));
-        tokio::task::spawn_blocking(move || {
-            // SAFETY: as above; this blocks a worker of the blocking pool only.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                Ok(FileLock { _file: file })
-            } else {
-                Err(ClusterError::Io {
-                    context: format!("locking {}", path.display()),
-                    source: std::io::Error::last_os_error(),
-                })
-            }
-        })
-        .await
-        .expect("the lock task does not panic")
+    }
+
+    /// Waits for the lock: blocking, so async callers run it on the blocking pool.
+    fn lock(file: std::fs::File, path: &Path) -> Result<FileLock> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as in `try_lock`, without LOCK_NB.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            Ok(FileLock { _file: file })
+        } else {
+            Err(ClusterError::Io {
+                context: format!("locking {}", path.display()),
+                source: std::io::Error::last_os_error(),
+            })
+        }
     }
 }
 
@@ -270,7 +306,7 @@ mod tests {
             min_go: "1.26.0",
             estimate: "a moment",
             instead: "nothing",
-            binaries: vec![GoBinary { name: "p", package: "example.com/p", stamped: true }],
+            binaries: vec![GoBinary { name: "p", package: "example.com/p", stamped: true, ..GoBinary::PLAIN }],
         }
     }
 

@@ -31,7 +31,7 @@ pub fn recipe() -> GoRecipe {
         min_go: "1.26.0",
         estimate: "about 15 s on 2 cores",
         instead: "put a kind binary on PATH",
-        binaries: vec![GoBinary { name: "kind", package: "sigs.k8s.io/kind", stamped: false }],
+        binaries: vec![GoBinary { name: "kind", package: "sigs.k8s.io/kind", stamped: false, ..GoBinary::PLAIN }],
     }
 }
 

@@ -173,6 +173,22 @@ pub async fn ensure_binaries(args: &BinArgs) -> Result<(), u8> {
     }
 }
 
+/// Builds the programs and images of real nodes for the release the tests use, where this
+/// machine can run real nodes; where it cannot, says why (the real-node tests then skip).
+pub async fn ensure_real_node_programs(args: &BinArgs) -> Result<(), u8> {
+    let progress = Progress::stderr();
+    if let Err(reason) = local::real::host::check_support() {
+        progress.line(format!("real nodes: not on this machine ({reason}); their tests will be skipped"));
+        return Ok(());
+    }
+    let release = match (&args.k8s_bin_dir, &args.k8s_version) {
+        (Some(_), _) => return Ok(()),
+        (None, Some(v)) => versions::find_release(v).map_err(report)?,
+        (None, None) => versions::default_release(),
+    };
+    local::real::prebuild(release, &progress).await.map(|_| ()).map_err(report)
+}
+
 /// Removes the state dirs of runs that are gone (killed before their teardown), one line
 /// each: done at the start of every `conformance` and `cluster up`. Returns how many.
 pub fn reap_stale(progress: &Progress) -> usize {
@@ -206,10 +222,13 @@ pub fn down_stale() -> u8 {
 
 async fn up(args: UpArgs) -> Result<u8, ClusterError> {
     if args.nodes.driver.is_set() && args.nodes.nodes == 0 {
-        eprintln!("dracheck: --driver runs the driver on emulated nodes; pass --nodes N (N ≥ 1) as well");
+        eprintln!("dracheck: --driver runs the driver on the cluster's nodes; pass --nodes N (N ≥ 1) as well");
         return Ok(exit::BAD_INPUT);
     }
     local::node_limit().check(args.nodes.nodes)?;
+    if args.nodes.nodes > 0 && args.nodes.node_kind == "real" {
+        local::real::host::check_support().map_err(|reason| ClusterError::RealNodesUnsupported { reason })?;
+    }
     // Checked (and a Go-built driver built) before anything starts, so that a wrong driver
     // leaves nothing behind.
     let progress = Progress::stderr();
@@ -234,6 +253,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         start_timeout: Duration::from_secs(args.start_timeout),
         lifetime: Lifetime::Detached,
         progress,
+        node_kind: args.nodes.node_kind.parse().unwrap_or_default(),
     };
     // Dropping the start future on Ctrl-C stops whatever it had started and removes the dir.
     let cluster = tokio::select! {
@@ -244,10 +264,16 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         }
     };
     let state_dir = cluster.state_dir().to_path_buf();
+    if args.nodes.nodes > 0 && args.nodes.node_kind == "real" {
+        // Built here, with progress on this terminal, so that the agent only starts them.
+        let release = local::versions::find_release(cluster.kubernetes_version())?;
+        local::real::prebuild(release, &Progress::stderr()).await?;
+    }
     if args.nodes.nodes > 0 {
         eprintln!(
-            "starting {} emulated node(s){}",
+            "starting {} {} node(s){}",
             args.nodes.nodes,
+            args.nodes.node_kind,
             adapter.as_ref().map_or(String::new(), |a| format!(" with driver {}", a.name))
         );
         let takeover = nodes::Takeover::default();

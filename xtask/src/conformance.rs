@@ -55,6 +55,11 @@ pub struct ConformanceArgs {
     /// (seven for the mock's two profiles) all of them run side by side.
     #[arg(long, default_value_t = 7)]
     pub nodes: usize,
+    /// `real`: each node runs the upstream kubelet, containerd and runc (built from their Go
+    /// modules; needs root and cgroups). `emulated`: dracheck's kubelet emulation, lighter,
+    /// for machines without root and for scale (README.md says what it does not check).
+    #[arg(long, value_name = "KIND", env = "DRACHECK_NODE_KIND", default_value = "real", value_parser = ["real", "emulated"])]
+    pub node_kind: String,
     /// Kubernetes version of the local cluster.
     #[arg(long)]
     pub k8s_version: Option<String>,
@@ -187,6 +192,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
             k8s_version: args.k8s_version.clone(),
             k8s_bin_dir: args.k8s_bin_dir.clone(),
             feature_gates: args.feature_gates.clone(),
+            node_kind: args.node_kind.parse().map_err(|e: String| (exit::BAD_INPUT, e))?,
             ..LocalClusterOptions::default()
         },
         scenario_timeout: Duration::from_secs(args.scenario_timeout),

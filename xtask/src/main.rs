@@ -93,6 +93,16 @@ async fn test(args: TestArgs) -> u8 {
     if let Err(code) = cluster::ensure_binaries(&args.bins).await {
         return code;
     }
+    // The tests run on emulated nodes unless they ask for real ones (the real-node tests
+    // do): the fidelity table alone is some thirty conformance runs. The real node programs
+    // are built here, in the open, like the control plane.
+    if std::env::var_os("DRACHECK_NODE_KIND").is_none() {
+        // SAFETY: single-threaded at this point of the command; the child inherits it.
+        unsafe { std::env::set_var("DRACHECK_NODE_KIND", "emulated") };
+    }
+    if let Err(code) = cluster::ensure_real_node_programs(&args.bins).await {
+        return code;
+    }
     let status = tokio::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["test", "--workspace"])
         .args(&args.cargo_args)

@@ -9,8 +9,10 @@ use std::time::Duration;
 use clap::Args;
 use dracheck_clusters::LocalCluster;
 use dracheck_clusters::local::process::{Lifetime, Supervised};
+use dracheck_clusters::local::real::{RealNode, RealNodeEnv};
+use dracheck_clusters::local::versions::find_release;
 use dracheck_clusters::local::{
-    ClusterInfo, DriverInstance, EmulatedNode, NodeConfig, Progress, client_for, pki::Pki, state,
+    ClusterInfo, DriverInstance, EmulatedNode, LocalNode, NodeConfig, NodeKind, Progress, client_for, pki::Pki, state,
 };
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
@@ -24,6 +26,9 @@ pub struct NodeArgs {
     /// Emulated nodes to run (node-1 … node-N at 127.0.10.1 …), each in the kubelet's DRA role.
     #[arg(long, default_value_t = 0)]
     pub nodes: usize,
+    /// `real` (the upstream kubelet, containerd and runc) or `emulated`.
+    #[arg(long, value_name = "KIND", env = "DRACHECK_NODE_KIND", default_value = "real", value_parser = ["real", "emulated"])]
+    pub node_kind: String,
     /// The driver to run on every emulated node.
     #[command(flatten)]
     pub driver: DriverArgs,
@@ -31,7 +36,7 @@ pub struct NodeArgs {
 
 impl NodeArgs {
     fn to_args(&self) -> Vec<String> {
-        let mut out = vec![format!("--nodes={}", self.nodes)];
+        let mut out = vec![format!("--nodes={}", self.nodes), format!("--node-kind={}", self.node_kind)];
         out.extend(self.driver.to_args());
         out
     }
@@ -129,6 +134,9 @@ fn kept_log(state_dir: &Path, log: &Path) -> (PathBuf, String) {
 pub async fn keep(mut cluster: LocalCluster, driver: &DriverArgs) -> Result<ClusterInfo, String> {
     let dir = cluster.state_dir().to_path_buf();
     let client = cluster.client();
+    // Real nodes start again under the agent from their dirs and checkpoints, as after a
+    // reboot of the machine.
+    let kind = cluster.node_kind();
     let nodes = cluster.stop_nodes();
     for node in &nodes {
         set_run_logs_aside(&node.root);
@@ -142,7 +150,7 @@ pub async fn keep(mut cluster: LocalCluster, driver: &DriverArgs) -> Result<Clus
         if !driver.is_set() {
             driver.driver = Some("mock".into());
         }
-        let args = NodeArgs { nodes: count.unwrap_or(0), driver };
+        let args = NodeArgs { nodes: count.unwrap_or(0), driver, node_kind: kind.name().to_string() };
         let takeover = Takeover { nodes: nodes.iter().map(|n| n.name.clone()).collect(), classes_exist: true };
         // On failure the handle, dropped on return, stops the control plane.
         spawn_agent(&dir, &args, &takeover, true).await.map_err(|e| format!("{e}\nThe cluster was stopped."))?;
@@ -213,11 +221,33 @@ async fn run_agent(state_dir: &Path, args: NodeArgs, takeover: Takeover) -> Resu
         dracheck_suites::local_run::install_classes(&client, adapter).await?;
     }
     let spec = adapter.and_then(|a| a.spec);
+    let kind: NodeKind = args.node_kind.parse()?;
+    let real = match kind {
+        NodeKind::Real => {
+            let release = find_release(&info.kubernetes_version).map_err(|e| e.to_string())?;
+            let env = RealNodeEnv::prepare(release, state_dir, &info.server, &info.feature_gates, &Progress::stderr())
+                .await
+                .map_err(|e| e.to_string())?;
+            Some(std::sync::Arc::new(env))
+        }
+        NodeKind::Emulated => None,
+    };
     let mut nodes = Vec::new();
     let mut drivers: Vec<DriverInstance> = Vec::new();
     let names = takeover.node_names(args.nodes);
-    for cfg in (0..args.nodes).map(|i| NodeConfig::numbered(state_dir, i)).filter(|c| names.contains(&c.name)) {
-        let node = EmulatedNode::start(client.clone(), &pki, cfg).await.map_err(|e| e.to_string())?;
+    for (index, cfg) in
+        (0..args.nodes).map(|i| (i, NodeConfig::numbered(state_dir, i))).filter(|(_, c)| names.contains(&c.name))
+    {
+        let node = match &real {
+            Some(env) => LocalNode::Real(
+                RealNode::start(env.clone(), client.clone(), &pki, cfg, index, Lifetime::Attached)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => {
+                LocalNode::Emulated(EmulatedNode::start(client.clone(), &pki, cfg).await.map_err(|e| e.to_string())?)
+            }
+        };
         eprintln!("node {} started", node.name());
         if let Some(spec) = &spec {
             drivers.push(

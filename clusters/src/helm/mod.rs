@@ -31,7 +31,12 @@ pub fn recipe() -> GoRecipe {
         min_go: "1.26.0",
         estimate: "about 3 min on 2 cores with an empty Go cache",
         instead: "put a helm binary on PATH or pass --helm PATH",
-        binaries: vec![GoBinary { name: "helm", package: "helm.sh/helm/v4/cmd/helm", stamped: true }],
+        binaries: vec![GoBinary {
+            name: "helm",
+            package: "helm.sh/helm/v4/cmd/helm",
+            stamped: true,
+            ..GoBinary::PLAIN
+        }],
     }
 }
 

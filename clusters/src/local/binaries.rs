@@ -90,7 +90,10 @@ pub fn recipe(release: &Release) -> GoRecipe {
         min_go: release.min_go,
         estimate: "about 10 min on 2 cores with an empty Go cache",
         instead: "pass --k8s-bin-dir with prebuilt etcd, kube-apiserver, kube-scheduler and kube-controller-manager",
-        binaries: BINARIES.iter().map(|(name, package)| GoBinary { name, package, stamped: *name != "etcd" }).collect(),
+        binaries: BINARIES
+            .iter()
+            .map(|(name, package)| GoBinary { name, package, stamped: *name != "etcd", ..GoBinary::PLAIN })
+            .collect(),
     }
 }
 

@@ -10,16 +10,19 @@ pub mod capacity;
 pub mod drivers;
 mod health;
 pub mod node;
+pub mod nodes;
 pub mod owner;
 pub mod pki;
 pub mod ports;
 pub mod process;
 pub mod progress;
+pub mod real;
 pub mod reap;
 pub mod state;
 pub mod versions;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -30,11 +33,14 @@ pub use self::capacity::{NodeLimit, node_limit};
 pub use self::drivers::{DriverInstance, DriverSpec};
 use self::health::{etcd_health, http_ok, wait_healthy};
 pub use self::node::{EmulatedNode, NodeConfig};
+pub use self::nodes::LocalNode;
 use self::owner::{Owner, OwnerProcess};
 use self::pki::Pki;
 pub use self::process::Lifetime;
 use self::process::Supervised;
 pub use self::progress::Progress;
+pub use self::real::NodeKind;
+use self::real::{RealNode, RealNodeEnv};
 use self::state::StateDir;
 pub use self::state::{ClusterInfo, Stopped};
 use crate::error::{ClusterError, Result};
@@ -58,6 +64,8 @@ pub struct LocalClusterOptions {
     pub start_timeout: Duration,
     pub lifetime: Lifetime,
     pub progress: Progress,
+    /// What [`LocalCluster::add_nodes`] starts.
+    pub node_kind: NodeKind,
 }
 
 impl LocalClusterOptions {
@@ -69,6 +77,7 @@ impl LocalClusterOptions {
         LocalClusterOptions {
             k8s_version: var("DRACHECK_K8S_VERSION"),
             k8s_bin_dir: var("DRACHECK_K8S_BIN_DIR").map(PathBuf::from),
+            node_kind: var("DRACHECK_NODE_KIND").and_then(|k| k.parse().ok()).unwrap_or_default(),
             progress: Progress::stderr(),
             ..LocalClusterOptions::default()
         }
@@ -86,6 +95,7 @@ impl Default for LocalClusterOptions {
             start_timeout: Duration::from_secs(60),
             lifetime: Lifetime::Attached,
             progress: Progress::quiet(),
+            node_kind: NodeKind::default(),
         }
     }
 }
@@ -97,7 +107,12 @@ pub struct LocalCluster {
     info: ClusterInfo,
     // Dropped in this order: drivers, then nodes, then the control plane.
     drivers: Vec<DriverInstance>,
-    nodes: Vec<EmulatedNode>,
+    nodes: Vec<LocalNode>,
+    node_kind: NodeKind,
+    /// Shared by the real nodes; prepared when the first one is added.
+    real: Option<Arc<RealNodeEnv>>,
+    release: Option<&'static versions::Release>,
+    progress: Progress,
     pki: Pki,
     running: Running,
     lifetime: Lifetime,
@@ -119,6 +134,9 @@ impl Running {
         while let Some(mut p) = self.processes.pop() {
             p.stop(Duration::from_secs(10));
         }
+        // Real nodes tear themselves down when dropped; this catches what a node that never
+        // finished starting left, and writes the kernel settings back once all are gone.
+        real::scrub(self.state.path());
         self.state.remove();
     }
 
@@ -129,6 +147,7 @@ impl Running {
         while let Some(mut p) = self.processes.pop() {
             p.stop(Duration::from_secs(10));
         }
+        real::scrub(self.state.path());
         if let Some(log) = e.quoted_log_mut() {
             let logs = self.state.path().join("logs");
             if let Some(kept) = state::keep_logs(self.state.path()) {
@@ -395,6 +414,10 @@ impl LocalCluster {
                 info,
                 drivers: Vec::new(),
                 nodes: Vec::new(),
+                node_kind: opts.node_kind,
+                real: None,
+                release,
+                progress: opts.progress.clone(),
                 pki,
                 running,
                 lifetime: opts.lifetime,
@@ -431,8 +454,8 @@ impl LocalCluster {
         &self.info
     }
 
-    /// Adds `count` emulated nodes (`node-<n>` at 127.0.10.<n>, numbered after the existing
-    /// ones); each registers, heartbeats and runs the pods bound to it.
+    /// Adds `count` nodes of the cluster's kind (`node-<n>` at 127.0.10.<n>, numbered after
+    /// the existing ones); each registers, heartbeats and runs the pods bound to it.
     pub async fn add_nodes(&mut self, count: usize) -> Result<()> {
         self.add_nodes_reporting(count, &Progress::quiet()).await
     }
@@ -441,25 +464,52 @@ impl LocalCluster {
     /// added, so that a large count never looks like a hang.
     pub async fn add_nodes_reporting(&mut self, count: usize, progress: &Progress) -> Result<()> {
         node_limit().check(count + self.nodes.len())?;
+        let kind = self.node_kind;
+        if kind == NodeKind::Real && self.real.is_none() {
+            let release = self.release.ok_or_else(|| ClusterError::RealNodesUnsupported {
+                reason: format!(
+                    "Kubernetes {} has no build recipe here, so there is no kubelet to build for it",
+                    self.info.kubernetes_version
+                ),
+            })?;
+            let env = RealNodeEnv::prepare(
+                release,
+                self.running.state.path(),
+                &self.info.server,
+                &self.info.feature_gates,
+                &self.progress,
+            )
+            .await?;
+            self.real = Some(Arc::new(env));
+        }
         let mut said = std::time::Instant::now();
         for added in 0..count {
             let index = self.nodes.len();
             let cfg = NodeConfig::numbered(self.running.state.path(), index);
-            let node = EmulatedNode::start(self.client.clone(), &self.pki, cfg).await?;
+            let node = match &self.real {
+                Some(env) if kind == NodeKind::Real => LocalNode::Real(
+                    RealNode::start(env.clone(), self.client.clone(), &self.pki, cfg, index, self.lifetime).await?,
+                ),
+                _ => LocalNode::Emulated(EmulatedNode::start(self.client.clone(), &self.pki, cfg).await?),
+            };
             self.nodes.push(node);
             if said.elapsed() >= Duration::from_secs(3) && added + 1 < count {
-                progress.line(format!("added {} of {count} emulated nodes", added + 1));
+                progress.line(format!("added {} of {count} {} nodes", added + 1, kind.name()));
                 said = std::time::Instant::now();
             }
         }
         Ok(())
     }
 
-    pub fn nodes(&self) -> &[EmulatedNode] {
+    pub fn node_kind(&self) -> NodeKind {
+        self.node_kind
+    }
+
+    pub fn nodes(&self) -> &[LocalNode] {
         &self.nodes
     }
 
-    pub fn node_mut(&mut self, name: &str) -> Option<&mut EmulatedNode> {
+    pub fn node_mut(&mut self, name: &str) -> Option<&mut LocalNode> {
         self.nodes.iter_mut().find(|n| n.name() == name)
     }
 
@@ -531,6 +581,24 @@ impl LocalCluster {
         self.drivers.clear();
         self.nodes.clear();
         self.running.teardown();
+    }
+
+    /// Hands the real nodes' processes to the state dir's records, for a detached cluster
+    /// whose `cluster down` stops them and scrubs what they leave.
+    pub fn release_real_nodes(&mut self) -> Result<()> {
+        let dir = self.running.state.path().to_path_buf();
+        let mut info = ClusterInfo::load(&dir).unwrap_or_else(|_| self.info.clone());
+        let (real, emulated): (Vec<LocalNode>, Vec<LocalNode>) =
+            self.nodes.drain(..).partition(|n| n.kind() == NodeKind::Real);
+        self.nodes = emulated;
+        for node in real {
+            if let LocalNode::Real(n) = node {
+                info.processes.extend(n.release());
+            }
+        }
+        info.save(&dir)?;
+        self.info = info;
+        Ok(())
     }
 }
 
@@ -617,6 +685,7 @@ pub async fn served_resource_versions(client: &kube::Client) -> Result<Vec<Strin
 pub fn stop_recorded(state_dir: &Path) -> Result<Stopped> {
     let info = ClusterInfo::load(state_dir)?;
     let stopped = info.stop_all(Duration::from_secs(10))?;
+    real::scrub(state_dir);
     std::fs::remove_dir_all(state_dir).map_err(ClusterError::io(format!("removing {}", state_dir.display())))?;
     Ok(stopped)
 }

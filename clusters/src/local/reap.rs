@@ -21,6 +21,8 @@ pub struct Reaped {
     pub state_dir: PathBuf,
     pub owner: OwnerProcess,
     pub stopped: Stopped,
+    /// What its real nodes left on the machine and was removed (see `real::scrub`).
+    pub scrubbed: Vec<String>,
 }
 
 impl std::fmt::Display for Reaped {
@@ -31,7 +33,11 @@ impl std::fmt::Display for Reaped {
             self.state_dir.display(),
             self.owner.pid,
             self.stopped.summary()
-        )
+        )?;
+        if !self.scrubbed.is_empty() {
+            write!(f, "; cleaned up {}", self.scrubbed.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -81,9 +87,10 @@ pub fn reap_if_stale(dir: &Path) -> Result<Option<Reaped>> {
     let Ok(info) = ClusterInfo::load(dir) else { return Ok(None) };
     let Some(owner) = info.owner.gone() else { return Ok(None) };
     let stopped = info.stop_all(Duration::from_secs(10))?;
+    let scrubbed = super::real::scrub(dir);
     std::fs::remove_dir_all(dir)
         .map_err(ClusterError::io(format!("removing the stale state dir {}", dir.display())))?;
-    Ok(Some(Reaped { state_dir: dir.to_path_buf(), owner, stopped }))
+    Ok(Some(Reaped { state_dir: dir.to_path_buf(), owner, stopped, scrubbed }))
 }
 
 #[cfg(test)]

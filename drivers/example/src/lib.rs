@@ -59,6 +59,7 @@ pub fn recipe() -> GoRecipe {
             name: BINARY,
             package: "sigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin",
             stamped: true,
+            ..GoBinary::PLAIN
         }],
     }
 }

@@ -39,7 +39,7 @@ pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
 
 /// Why a disruption cannot be done on this target.
 pub const NEEDS_EMULATED_NODES: &str =
-    "needs control over the nodes (kubelet restarts, node removal), which only the local cluster's emulated nodes give";
+    "needs control over the nodes (kubelet restarts, node removal), which only the local cluster's own nodes give";
 /// Why an installed driver cannot be restarted.
 pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
 
@@ -132,10 +132,10 @@ impl Target {
         Ok(started.elapsed())
     }
 
-    /// Stops and starts the emulated kubelet of `node` (its containers keep running).
+    /// Stops and starts the kubelet of `node` (its containers keep running).
     pub async fn restart_kubelet(&self, node: &str) -> Result<(), String> {
         let mut local = self.local().await?;
-        let n = local.node_mut(node).ok_or_else(|| format!("no emulated node {node}"))?;
+        let n = local.node_mut(node).ok_or_else(|| format!("no node {node} in the local cluster"))?;
         n.restart_kubelet().await.map_err(|e| e.to_string())
     }
 
@@ -153,7 +153,7 @@ impl Target {
         local.drivers().iter().find(|d| d.node == node).map(|d| d.log_tail(lines))
     }
 
-    /// The emulated kubelet's log tail on `node`, for evidence.
+    /// The kubelet's log tail on `node`, for evidence.
     pub async fn kubelet_log(&self, node: &str, lines: usize) -> Option<String> {
         let local = self.local.as_ref()?.lock().await;
         let path = local.nodes().iter().find(|n| n.name() == node)?.log_path();
@@ -161,7 +161,7 @@ impl Target {
     }
 
     /// The kubelet's DRA checkpoint of `node` (claim UID → CDI device IDs), where it can be
-    /// read: the emulated node keeps it in its state dir as upstream kubelet does.
+    /// read: the local cluster's nodes keep it in their root dir, as the kubelet does.
     pub async fn prepared_claims(&self, node: &str) -> Option<Vec<(String, Vec<String>)>> {
         let local = self.local.as_ref()?.lock().await;
         let n = local.nodes().iter().find(|n| n.name() == node)?;

@@ -1,0 +1,77 @@
+//! A node of the local cluster, whichever kind it is: what the suite may do with a node
+//! (restart its kubelet, remove it, read its kubelet's log and checkpoint) is the same for
+//! both, and each kind does it the way its kubelet does.
+
+use std::path::PathBuf;
+
+use super::node::{EmulatedNode, NodeConfig};
+use super::real::{NodeKind, RealNode};
+use crate::error::Result;
+
+pub enum LocalNode {
+    Emulated(EmulatedNode),
+    Real(RealNode),
+}
+
+impl LocalNode {
+    pub fn kind(&self) -> NodeKind {
+        match self {
+            LocalNode::Emulated(_) => NodeKind::Emulated,
+            LocalNode::Real(_) => NodeKind::Real,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            LocalNode::Emulated(n) => n.name(),
+            LocalNode::Real(n) => n.name(),
+        }
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        match self {
+            LocalNode::Emulated(n) => n.config(),
+            LocalNode::Real(n) => n.config(),
+        }
+    }
+
+    /// The kubelet's log (the emulated node's own log of the same events).
+    pub fn log_path(&self) -> PathBuf {
+        match self {
+            LocalNode::Emulated(n) => n.log_path(),
+            LocalNode::Real(n) => n.log_path(),
+        }
+    }
+
+    /// The kubelet's DRA checkpoint: claim UID → CDI device IDs.
+    pub fn prepared_claims(&self) -> Vec<(String, Vec<String>)> {
+        match self {
+            LocalNode::Emulated(n) => n.prepared_claims(),
+            LocalNode::Real(n) => n.prepared_claims(),
+        }
+    }
+
+    /// The DRA drivers registered with the kubelet now.
+    pub fn registered_drivers(&self) -> Vec<String> {
+        match self {
+            LocalNode::Emulated(n) => n.registered_drivers(),
+            LocalNode::Real(n) => n.registered_drivers(),
+        }
+    }
+
+    /// A node restart: the kubelet stops and starts again; containers keep running.
+    pub async fn restart_kubelet(&mut self) -> Result<()> {
+        match self {
+            LocalNode::Emulated(n) => n.restart_kubelet().await,
+            LocalNode::Real(n) => n.restart_kubelet().await,
+        }
+    }
+
+    /// Node removal: everything on the node stops and its Node object is deleted.
+    pub async fn remove(self) -> Result<()> {
+        match self {
+            LocalNode::Emulated(n) => n.remove().await,
+            LocalNode::Real(n) => n.remove().await,
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! Real nodes: the upstream kubelet, containerd and runc, one set per node, so that every
+//! verdict on such a node is what a production node does. Each node keeps everything it
+//! has under its own dir and cgroups (see `containerd` and `kubelet` for why each setting),
+//! and its teardown puts the machine back as it was (`host`), also for a killed run
+//! ([`scrub`]).
+
+pub mod cni;
+pub mod containerd;
+pub mod host;
+pub mod images;
+pub mod kubelet;
+pub mod stack;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams};
+
+use self::containerd::{ContainerdConfig, ContainerdDirs};
+use self::host::{Cgroups, SysctlsBefore};
+use self::images::NodeImages;
+use self::kubelet::KubeletSetup;
+use self::stack::NodeStack;
+use super::Progress;
+use super::node::NodeConfig;
+use super::pki::Pki;
+use super::ports;
+use super::process::{Lifetime, ProcessRecord, Supervised};
+use super::versions::Release;
+use crate::error::{ClusterError, Result, log_tail};
+
+/// Which nodes a local cluster runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeKind {
+    /// The kubelet, containerd and runc built from their Go modules.
+    #[default]
+    Real,
+    /// dracheck's own kubelet emulation: containers are host processes.
+    Emulated,
+}
+
+impl NodeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeKind::Real => "real",
+            NodeKind::Emulated => "emulated",
+        }
+    }
+}
+
+impl std::str::FromStr for NodeKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "real" => Ok(NodeKind::Real),
+            "emulated" => Ok(NodeKind::Emulated),
+            other => Err(format!("unknown node kind {other:?}: use real or emulated")),
+        }
+    }
+}
+
+/// What every real node of one cluster shares: the programs, the images, the machine's
+/// cgroups and the cluster's identity.
+pub struct RealNodeEnv {
+    pub stack: NodeStack,
+    pub images: NodeImages,
+    cgroups: Cgroups,
+    cluster_dir: PathBuf,
+    server: String,
+    feature_gates: String,
+    prefix: String,
+}
+
+impl RealNodeEnv {
+    /// Checks the machine, builds or finds the programs and images, and records the kernel
+    /// settings the kubelets will change.
+    pub async fn prepare(
+        release: &Release,
+        cluster_dir: &Path,
+        server: &str,
+        feature_gates: &str,
+        progress: &Progress,
+    ) -> Result<RealNodeEnv> {
+        let (cgroups, stack, images) = prebuild(release, progress).await?;
+        SysctlsBefore::record_once(cluster_dir).map_err(ClusterError::io("recording the kernel settings"))?;
+        Ok(RealNodeEnv {
+            stack,
+            images,
+            cgroups,
+            cluster_dir: cluster_dir.to_path_buf(),
+            server: server.to_string(),
+            feature_gates: feature_gates.to_string(),
+            prefix: kubelet::cluster_prefix(cluster_dir),
+        })
+    }
+}
+
+/// Checks that this machine can run real nodes and builds (or finds in the cache) their
+/// programs and images, so that a later start is quick.
+pub async fn prebuild(release: &Release, progress: &Progress) -> Result<(Cgroups, NodeStack, NodeImages)> {
+    let cgroups = host::check_support().map_err(|reason| ClusterError::RealNodesUnsupported { reason })?;
+    let stack = stack::ensure(release, progress).await?;
+    let images = images::ensure(progress)?;
+    Ok((cgroups, stack, images))
+}
+
+/// One running real node: its containerd and kubelet, and what they set up.
+pub struct RealNode {
+    cfg: NodeConfig,
+    env: Arc<RealNodeEnv>,
+    client: kube::Client,
+    containerd: Option<Supervised>,
+    kubelet: Option<Supervised>,
+    kubelet_args: Vec<String>,
+    lifetime: Lifetime,
+    torn_down: bool,
+}
+
+/// How long a node may take from kubelet start to Ready (measured: about 1 s).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl RealNode {
+    /// Starts node number `index` (0-based) of the cluster: containerd, the images, the
+    /// kubelet; returns once the Node is Ready and has its address.
+    pub async fn start(
+        env: Arc<RealNodeEnv>,
+        client: kube::Client,
+        pki: &Pki,
+        cfg: NodeConfig,
+        index: usize,
+        lifetime: Lifetime,
+    ) -> Result<RealNode> {
+        let mut node = RealNode {
+            cfg,
+            env,
+            client,
+            containerd: None,
+            kubelet: None,
+            kubelet_args: Vec::new(),
+            lifetime,
+            torn_down: false,
+        };
+        // On any error the half-started node is torn down by Drop.
+        node.start_inner(pki, index).await?;
+        Ok(node)
+    }
+
+    async fn start_inner(&mut self, pki: &Pki, index: usize) -> Result<()> {
+        let cfg = &self.cfg;
+        cfg.create_dirs().map_err(ClusterError::io(format!("creating the dirs of {}", cfg.name)))?;
+        let (kubelet_cgroup, runtime_cgroup) = kubelet::cgroup_names(&self.env.prefix, &cfg.name);
+        for name in [&kubelet_cgroup, &runtime_cgroup] {
+            self.env.cgroups.create(name).map_err(ClusterError::io(format!("creating cgroup /{name}")))?;
+        }
+        let cni = cni::install(&cfg.root, &cni::pod_subnet(index)?)?;
+
+        let dirs = ContainerdDirs::new(&cfg.root);
+        ContainerdConfig {
+            dirs: &dirs,
+            stack: &self.env.stack,
+            node_ip: cfg.ip,
+            cdi_dir: &cfg.cdi_dir(),
+            cni_bin_dir: &cni.bin_dir,
+            cni_conf_dir: &cni.conf_dir,
+        }
+        .write()?;
+        let mut cmd = std::process::Command::new(&self.env.stack.containerd);
+        cmd.arg("--config").arg(dirs.config()).env_clear().env("PATH", containerd::path_env(&self.env.stack));
+        let log = cfg.root.join("containerd.log");
+        let proc = Supervised::spawn_command("containerd", cmd, &log, false, self.lifetime)?;
+        // Before it starts any shim: the shims and their containers inherit the cgroup, so
+        // teardown finds every one of them there.
+        let pid = proc.record().pid;
+        self.containerd = Some(proc);
+        self.env.cgroups.add(&runtime_cgroup, pid).map_err(ClusterError::io("moving containerd into its cgroup"))?;
+        if let Err(last) = containerd::wait_ready(&self.env.stack.ctr, &dirs, Duration::from_secs(30)).await {
+            return Err(self.component_failed("containerd", &log, last));
+        }
+        for archive in [&self.env.images.pause, &self.env.images.workload] {
+            images::import(&self.env.stack.ctr, &dirs.socket(), archive).await?;
+        }
+
+        let setup = KubeletSetup {
+            node: cfg,
+            server: &self.env.server,
+            containerd_endpoint: dirs.endpoint(),
+            cgroup_root: &format!("/{kubelet_cgroup}"),
+            port: ports::free_port()?,
+            healthz_port: ports::free_port()?,
+            feature_gates: &self.env.feature_gates,
+        };
+        let files = setup.write(pki)?;
+        self.kubelet_args = setup.args(&files);
+        self.spawn_kubelet()?;
+        self.wait_ready().await?;
+        kubelet::set_addresses(&self.client, &self.cfg.name, self.cfg.ip)
+            .await
+            .map_err(ClusterError::kube(format!("setting the addresses of node {}", self.cfg.name)))?;
+        Ok(())
+    }
+
+    fn spawn_kubelet(&mut self) -> Result<()> {
+        let mut cmd = std::process::Command::new(&self.env.stack.kubelet);
+        cmd.args(&self.kubelet_args).env_clear().env("PATH", super::node::DEFAULT_PATH);
+        // Appended: a restarted kubelet's log follows the earlier one, as in a node's journal.
+        self.kubelet = Some(Supervised::spawn_command("kubelet", cmd, &self.log_path(), true, self.lifetime)?);
+        Ok(())
+    }
+
+    /// Waits until the Node is Ready, or names the component that died or stayed unready.
+    async fn wait_ready(&mut self) -> Result<()> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut last = String::from("the Node was not registered");
+        while Instant::now() < deadline {
+            for (name, log) in [("kubelet", self.log_path()), ("containerd", self.cfg.root.join("containerd.log"))] {
+                let proc = if name == "kubelet" { self.kubelet.as_mut() } else { self.containerd.as_mut() };
+                if let Some(status) = proc.and_then(|p| p.exited()) {
+                    return Err(ClusterError::ComponentDied {
+                        component: format!("{name} of {}", self.cfg.name),
+                        status: status.to_string(),
+                        tail: log_tail(&log, 15),
+                        log,
+                    });
+                }
+            }
+            match nodes.get_opt(&self.cfg.name).await {
+                Ok(Some(node)) => {
+                    let ready = node
+                        .status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find(|c| c.type_ == "Ready");
+                    match ready {
+                        Some(c) if c.status == "True" => return Ok(()),
+                        Some(c) => last = format!("Ready={}: {}", c.status, c.message.unwrap_or_default()),
+                        None => last = "no Ready condition yet".into(),
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(self.component_failed("kubelet", &self.log_path(), last))
+    }
+
+    fn component_failed(&self, name: &str, log: &Path, last: String) -> ClusterError {
+        ClusterError::NotHealthy {
+            component: format!("{name} of {}", self.cfg.name),
+            timeout_s: READY_TIMEOUT.as_secs(),
+            last,
+            log: log.to_path_buf(),
+            tail: log_tail(log, 15),
+        }
+    }
+
+    /// A node restart: the kubelet process stops and starts again; containerd and the
+    /// containers keep running, and the kubelet finds its state in its checkpoints.
+    pub async fn restart_kubelet(&mut self) -> Result<()> {
+        if let Some(mut k) = self.kubelet.take() {
+            k.stop(Duration::from_secs(10));
+        }
+        self.spawn_kubelet()?;
+        self.wait_ready().await
+    }
+
+    /// Node removal: the machine goes away (kubelet, containerd and every container stop at
+    /// once) and its Node object is deleted.
+    pub async fn remove(mut self) -> Result<()> {
+        self.teardown();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .delete(&self.cfg.name, &DeleteParams::default())
+            .await
+            .map_err(ClusterError::kube(format!("deleting node {}", self.cfg.name)))?;
+        Ok(())
+    }
+
+    /// Gives up the node's processes to the state dir's records (a detached `cluster up`):
+    /// `cluster down` stops them and [`scrub`]s the node.
+    pub fn release(mut self) -> Vec<ProcessRecord> {
+        self.torn_down = true;
+        [self.kubelet.take(), self.containerd.take()].into_iter().flatten().map(Supervised::release).collect()
+    }
+
+    pub fn records(&self) -> Vec<ProcessRecord> {
+        [&self.kubelet, &self.containerd].into_iter().flatten().map(|p| p.record().clone()).collect()
+    }
+
+    /// Stops everything of the node and puts the machine back; idempotent.
+    fn teardown(&mut self) {
+        if std::mem::replace(&mut self.torn_down, true) {
+            return;
+        }
+        if let Some(mut k) = self.kubelet.take() {
+            k.stop(Duration::from_secs(5));
+        }
+        scrub_node(&self.env.cgroups, &self.env.prefix, &self.cfg.root, &self.cfg.name);
+        if let Some(mut c) = self.containerd.take() {
+            c.stop(Duration::from_secs(1));
+        }
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    pub fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.cfg.root.join("kubelet.log")
+    }
+
+    pub fn cluster_dir(&self) -> &Path {
+        &self.env.cluster_dir
+    }
+
+    /// The kubelet's DRA checkpoint: claim UID → the CDI device IDs the driver returned.
+    pub fn prepared_claims(&self) -> Vec<(String, Vec<String>)> {
+        read_kubelet_checkpoint(&self.cfg.root.join("dra_manager_state"))
+    }
+
+    /// The drivers whose plugin the kubelet is connected to now, from its log ("Connection
+    /// changed", logged at -v=2).
+    pub fn registered_drivers(&self) -> Vec<String> {
+        connected_drivers(&std::fs::read_to_string(self.log_path()).unwrap_or_default())
+    }
+}
+
+impl Drop for RealNode {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// Kills whatever runs in a node's cgroups (containers, shims, containerd), detaches the
+/// mounts under its dir, removes its cgroups and its log links. Used by teardown and for the
+/// leftovers of a killed run; returns what it found, for the record.
+pub fn scrub_node(cgroups: &Cgroups, prefix: &str, root: &Path, name: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let (kubelet_cgroup, runtime_cgroup) = kubelet::cgroup_names(prefix, name);
+    for cg in [&kubelet_cgroup, &runtime_cgroup] {
+        let killed = cgroups.kill_all(cg, Duration::from_secs(10));
+        if killed > 0 {
+            found.push(format!("{killed} processes in /{cg}"));
+        }
+    }
+    let unmounted = host::unmount_under(root);
+    if unmounted > 0 {
+        found.push(format!("{unmounted} mounts under {}", root.display()));
+    }
+    for cg in [&kubelet_cgroup, &runtime_cgroup] {
+        if let Err(e) = cgroups.remove(cg) {
+            found.push(format!("cgroup /{cg} not removed: {e}"));
+        }
+    }
+    let links = host::remove_container_log_links(&root.join("pod-logs"));
+    if links > 0 {
+        found.push(format!("{links} links in /var/log/containers"));
+    }
+    let results = host::remove_cni_results(root);
+    if results > 0 {
+        found.push(format!("{results} CNI results in /var/lib/cni"));
+    }
+    found
+}
+
+/// Scrubs every real node of the cluster in `cluster_dir` and writes back the kernel
+/// settings recorded before its first node started. A cluster without real nodes has
+/// nothing to scrub.
+pub fn scrub(cluster_dir: &Path) -> Vec<String> {
+    let Some(before) = SysctlsBefore::load(cluster_dir) else { return Vec::new() };
+    let mut found = Vec::new();
+    if let Some(cgroups) = Cgroups::detect() {
+        let prefix = kubelet::cluster_prefix(cluster_dir);
+        for entry in std::fs::read_dir(cluster_dir.join("nodes")).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            found.extend(scrub_node(&cgroups, &prefix, &entry.path(), &name));
+        }
+        // Cgroups of nodes whose dir is already gone.
+        for cg in cgroups.named_with_prefix(&prefix) {
+            cgroups.kill_all(&cg, Duration::from_secs(5));
+            if cgroups.remove(&cg).is_ok() {
+                found.push(format!("cgroup /{cg}"));
+            }
+        }
+    }
+    found.extend(before.restore().into_iter().map(|s| format!("restored {s}")));
+    found
+}
+
+/// Reads the kubelet's `dra_manager_state`: a JSON envelope whose `Data` is the JSON of the
+/// claim list (pkg/kubelet/cm/dra/state).
+pub fn read_kubelet_checkpoint(path: &Path) -> Vec<(String, Vec<String>)> {
+    let Some(envelope) =
+        std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    else {
+        return Vec::new();
+    };
+    let Some(data) = envelope["Data"].as_str().and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()) else {
+        return Vec::new();
+    };
+    data["ClaimInfoStateList"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|claim| {
+            let ids = claim["DriverState"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values())
+                .flat_map(|d| d["Devices"].as_array().into_iter().flatten())
+                .flat_map(|dev| dev["CDIDeviceIDs"].as_array().into_iter().flatten())
+                .filter_map(|id| id.as_str().map(str::to_string))
+                .collect();
+            (claim["ClaimUID"].as_str().unwrap_or_default().to_string(), ids)
+        })
+        .collect()
+}
+
+/// The drivers whose last "Connection changed" line says `connected=true`.
+fn connected_drivers(log: &str) -> Vec<String> {
+    let mut state = std::collections::BTreeMap::new();
+    for line in log.lines().filter(|l| l.contains("\"Connection changed\"")) {
+        let Some(driver) = line.split("driverName=\"").nth(1).and_then(|r| r.split('"').next()) else { continue };
+        state.insert(driver.to_string(), line.contains("connected=true"));
+    }
+    state.into_iter().filter(|(_, up)| *up).map(|(d, _)| d).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kubelet_checkpoint_gives_each_claim_its_cdi_ids() {
+        let data = serde_json::json!({
+            "kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1",
+            "ClaimInfoStateList": [{
+                "ClaimUID": "u1", "ClaimName": "c", "Namespace": "n", "PodUIDs": {"p": {}},
+                "DriverState": {"gpu.mock.dracheck.io": {"Devices": [
+                    {"PoolName": "node-1", "DeviceName": "gpu-0", "RequestNames": ["r"], "CDIDeviceIDs": ["k8s.mock/gpu=a"]},
+                ]}},
+            }],
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dra_manager_state");
+        std::fs::write(&path, serde_json::json!({"Data": data.to_string(), "Checksum": 1}).to_string()).unwrap();
+        assert_eq!(read_kubelet_checkpoint(&path), vec![("u1".to_string(), vec!["k8s.mock/gpu=a".to_string()])]);
+        assert!(read_kubelet_checkpoint(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn connected_drivers_follow_the_last_connection_change() {
+        let log = r#"I1203 1 dra_plugin_manager.go:140] "Connection changed" driverName="a.io" endpoint="x" connected=true
+I1203 2 dra_plugin_manager.go:140] "Connection changed" driverName="b.io" endpoint="y" connected=true
+I1203 3 dra_plugin_manager.go:140] "Connection changed" driverName="a.io" endpoint="x" connected=false
+"#;
+        assert_eq!(connected_drivers(log), vec!["b.io".to_string()]);
+    }
+
+    #[test]
+    fn node_kinds_parse_and_name_themselves() {
+        for kind in [NodeKind::Real, NodeKind::Emulated] {
+            assert_eq!(kind.name().parse::<NodeKind>().unwrap(), kind);
+        }
+        assert!("virtual".parse::<NodeKind>().unwrap_err().contains("real or emulated"));
+    }
+}
