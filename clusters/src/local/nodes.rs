@@ -43,6 +43,15 @@ impl LocalNode {
         }
     }
 
+    /// The last `lines` lines of the kubelet's log that concern DRA (a real kubelet logs
+    /// much else: its housekeeping would crowd out the evidence).
+    pub fn log_tail(&self, lines: usize) -> String {
+        match self {
+            LocalNode::Emulated(n) => crate::error::log_tail(&n.log_path(), lines),
+            LocalNode::Real(n) => n.log_tail(lines),
+        }
+    }
+
     /// The kubelet's DRA checkpoint: claim UID → CDI device IDs.
     pub fn prepared_claims(&self) -> Vec<(String, Vec<String>)> {
         match self {

@@ -156,8 +156,7 @@ impl Target {
     /// The kubelet's log tail on `node`, for evidence.
     pub async fn kubelet_log(&self, node: &str, lines: usize) -> Option<String> {
         let local = self.local.as_ref()?.lock().await;
-        let path = local.nodes().iter().find(|n| n.name() == node)?.log_path();
-        Some(dracheck_clusters::error::log_tail(&path, lines))
+        Some(local.nodes().iter().find(|n| n.name() == node)?.log_tail(lines))
     }
 
     /// The kubelet's DRA checkpoint of `node` (claim UID → CDI device IDs), where it can be

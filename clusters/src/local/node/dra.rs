@@ -1,7 +1,8 @@
 //! The kubelet's DRA manager: the checks before a pod may use its claims, the
-//! NodePrepareResources / NodeUnprepareResources calls per driver, and the checkpoint that
-//! makes a restarted kubelet call Prepare again (so drivers must be idempotent) and still
-//! unprepare claims whose objects are gone.
+//! NodePrepareResources / NodeUnprepareResources calls per driver, and the checkpoint. As in
+//! upstream kubelet (`pkg/kubelet/cm/dra/manager.go`), a restarted kubelet takes the claims of
+//! running pods from the checkpoint without calling the driver (Prepare only runs before a
+//! pod's sandbox is created), and can still unprepare claims whose objects are gone.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,9 +40,14 @@ struct ClaimEntry {
     pod_uids: Vec<String>,
     /// Driver → devices.
     driver_state: BTreeMap<String, Vec<PreparedDevice>>,
-    /// Not persisted: entries restored after a restart are unprepared, as in kubelet.
+    /// Not persisted: entries restored after a restart are not prepared, as in kubelet, so a
+    /// pod that starts with such a claim afterwards calls Prepare again; running pods do not.
     #[serde(skip)]
     prepared: bool,
+    /// Not persisted: the last pod's unprepare began (and may have failed); until it succeeds
+    /// no new pod may take the claim, as in kubelet.
+    #[serde(skip)]
+    unpreparing: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -179,8 +185,17 @@ impl DraManager {
         pod_uid: &str,
         drivers: &[String],
     ) -> Result<Vec<PreparedDevice>, String> {
+        // Like kubelet, look the drivers up before the checkpoint names the pod: a pod whose
+        // driver never registered must be deletable without an unprepare nobody can answer.
+        let plugins = drivers
+            .iter()
+            .map(|d| {
+                self.registry.get(d).map(|p| (d.clone(), p)).ok_or_else(|| format!("DRA driver {d} is not registered"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         let mut state = self.state.lock().await;
         let idx = match state.iter().position(|e| e.claim_uid == uid) {
+            Some(i) if state[i].unpreparing => return Err(format!("ResourceClaim {name} is being unprepared")),
             Some(i) => i,
             None => {
                 state.push(ClaimEntry {
@@ -202,9 +217,8 @@ impl DraManager {
         }
         let claim = dra_v1::Claim { namespace: ns.into(), uid: uid.into(), name: name.into() };
         let mut driver_state = BTreeMap::new();
-        for driver in drivers {
-            let plugin = self.registry.get(driver).ok_or_else(|| format!("DRA driver {driver} is not registered"))?;
-            let resp = self.call_prepare(&plugin, claim.clone()).await.map_err(|e| {
+        for (driver, plugin) in &plugins {
+            let resp = self.call_prepare(plugin, claim.clone()).await.map_err(|e| {
                 format!("prepare dynamic resources: NodePrepareResources failed for ResourceClaim {name}: {e}")
             })?;
             let Some(result) = resp.claims.get(uid) else {
@@ -234,17 +248,41 @@ impl DraManager {
         Ok(state[idx].driver_state.values().flatten().cloned().collect())
     }
 
-    /// Drops `pod_uid` from its claims and unprepares the claims no other pod uses. The error
-    /// is the message of a `FailedUnprepareDynamicResources` event; the pod must not go away
-    /// until this succeeds.
+    /// The names of the claims the checkpoint holds for `pod_uid`.
+    pub async fn claims_of(&self, pod_uid: &str) -> Vec<String> {
+        let state = self.state.lock().await;
+        state.iter().filter(|e| e.pod_uids.iter().any(|p| p == pod_uid)).map(|e| e.claim_name.clone()).collect()
+    }
+
+    /// Every pod the checkpoint names, for the reconcile of pods that went while no kubelet
+    /// watched (upstream's reconcile loop over its active pods).
+    pub async fn pods(&self) -> Vec<String> {
+        let state = self.state.lock().await;
+        let mut out: Vec<String> = state.iter().flat_map(|e| e.pod_uids.iter().cloned()).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The pod no longer needs its claims (its containers ended, or it is going away). As in
+    /// kubelet: a claim other pods still reference only loses this pod's reference; a claim
+    /// this pod is the last user of is unprepared, and its entry goes only when that
+    /// succeeded, so a failed unprepare is tried again and a successful one is never repeated
+    /// (a pod the checkpoint does not name has nothing to unprepare). The error is the message
+    /// of a `FailedUnprepareDynamicResources` event; the pod must not go away until this
+    /// succeeds.
     pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), String> {
         let mut state = self.state.lock().await;
-        for e in state.iter_mut() {
-            e.pod_uids.retain(|p| p != pod_uid);
+        let mut last = Vec::new();
+        for e in state.iter_mut().filter(|e| e.pod_uids.iter().any(|p| p == pod_uid)) {
+            if e.pod_uids.len() > 1 {
+                e.pod_uids.retain(|p| p != pod_uid);
+            } else {
+                e.unpreparing = true;
+                last.push(e.clone());
+            }
         }
-        self.save(&state)?;
-        let unused: Vec<ClaimEntry> = state.iter().filter(|e| e.pod_uids.is_empty()).cloned().collect();
-        for entry in unused {
+        for entry in last {
             let claim = dra_v1::Claim {
                 namespace: entry.namespace.clone(),
                 uid: entry.claim_uid.clone(),
@@ -274,10 +312,11 @@ impl DraManager {
                     }
                 }
             }
+            // Saved at once, so that not even a restart makes the driver unprepare it twice.
             state.retain(|e| e.claim_uid != entry.claim_uid);
             self.save(&state)?;
         }
-        Ok(())
+        self.save(&state)
     }
 
     async fn call_prepare(

@@ -140,7 +140,8 @@ impl EmulatedNode {
     }
 
     /// Stops the kubelet and starts it again from its checkpoint; running containers keep
-    /// running, and the claims of their pods are prepared again.
+    /// running, and their pods' claims are taken from the checkpoint without a new Prepare,
+    /// as kubelet does.
     pub async fn restart_kubelet(&mut self) -> Result<()> {
         self.stop_kubelet().await;
         self.log.info("kubelet restarting");

@@ -1,6 +1,8 @@
 //! The pod worker: for each pod bound to this node, prepare its claims, start its containers
-//! with the CDI environment, report status, and on the way out stop the containers and
-//! unprepare before the pod object may go (deletion waits while unprepare fails).
+//! with the CDI environment, report status, and unprepare the claims once the pod's containers
+//! have all ended or the pod is deleted, whichever comes first, as kubelet's
+//! `SyncTerminatingPod` does: before a terminal phase is reported, and before the pod object
+//! may go (deletion waits while unprepare fails).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,10 +32,11 @@ struct Progress {
     backoff: Duration,
     last_event: Option<String>,
     last_status: Option<String>,
+    /// The claims were unprepared after the containers ended (or there was nothing to do).
     unprepared: bool,
-    /// Prepared by this kubelet instance; false after a restart, so that the claims of
-    /// running pods are prepared again, as upstream kubelet does from its checkpoint.
-    prepared: bool,
+    /// Started or taken over by this kubelet instance; false for a pod whose containers run
+    /// on from before a restart until its first sync logs where its claims came from.
+    known: bool,
 }
 
 pub struct PodWorker {
@@ -83,8 +86,15 @@ impl PodWorker {
     }
 
     /// Pods removed from the API without us (force deletion): stop and unprepare them too.
+    /// That includes pods only the checkpoint still names, removed while no kubelet ran, as
+    /// kubelet's reconcile loop unprepares the claims of pods that are no longer active.
     async fn forget_vanished(&self, seen: &[String], progress: &mut HashMap<String, Progress>) {
-        let gone: Vec<String> = progress.keys().filter(|u| !seen.contains(u)).cloned().collect();
+        let mut gone: Vec<String> = progress.keys().filter(|u| !seen.contains(u)).cloned().collect();
+        for uid in self.dra.pods().await {
+            if !seen.contains(&uid) && !gone.contains(&uid) {
+                gone.push(uid);
+            }
+        }
         for uid in gone {
             self.kill(&uid, Duration::from_secs(2)).await;
             match self.dra.unprepare_pod(&uid).await {
@@ -93,7 +103,15 @@ impl PodWorker {
                     self.runtime.remove_pod_dir(&uid);
                     self.index.lock().unwrap().retain(|_, v| *v != uid);
                 }
-                Err(e) => self.log.warn("FailedUnprepareDynamicResources", format!("force-deleted pod {uid}: {e}")),
+                Err(e) => {
+                    // Tried again on every pass; said once per distinct error.
+                    let p = progress.entry(uid.clone()).or_default();
+                    let key = format!("FailedUnprepareDynamicResources: {e}");
+                    if p.last_event.as_deref() != Some(&key) {
+                        self.log.warn("FailedUnprepareDynamicResources", format!("force-deleted pod {uid}: {e}"));
+                        p.last_event = Some(key);
+                    }
+                }
             }
         }
     }
@@ -123,6 +141,8 @@ impl PodWorker {
         if pod.metadata.deletion_timestamp.is_some() {
             let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
             self.kill(&uid, Duration::from_secs(grace.clamp(1, 30) as u64)).await;
+            // Nothing to do for claims already unprepared when the containers ended: the
+            // checkpoint no longer names the pod.
             if let Err(e) = self.dra.unprepare_pod(&uid).await {
                 self.event(pod, p, true, "FailedUnprepareDynamicResources", &e).await;
                 return;
@@ -143,6 +163,8 @@ impl PodWorker {
         }
 
         if phase == "Succeeded" || phase == "Failed" {
+            // Reported terminal only after the unprepare below, so normally nothing is left;
+            // a phase that someone else set still releases what the checkpoint holds.
             if !p.unprepared {
                 match self.dra.unprepare_pod(&uid).await {
                     Ok(()) => p.unprepared = true,
@@ -153,16 +175,35 @@ impl PodWorker {
         }
 
         if self.runtime.has_pod(&uid) {
-            if !p.prepared {
-                match self.dra.prepare_pod(pod).await {
-                    Ok(_) => {
-                        p.prepared = true;
-                        self.log.info(format!("claims prepared again: {ns}/{name}"));
-                    }
-                    Err(e) => self.event(pod, p, true, "FailedPrepareDynamicResources", &e).await,
+            if !p.known {
+                // Running on from before a kubelet restart. Kubelet prepares claims only before
+                // it creates a pod's sandbox, so the claims stay as the checkpoint has them
+                // and the driver is not called.
+                p.known = true;
+                let claims = self.dra.claims_of(&uid).await;
+                if !claims.is_empty() {
+                    self.log.info(format!(
+                        "claims taken from the checkpoint, not prepared again: {ns}/{name} ({})",
+                        claims.join(", ")
+                    ));
                 }
             }
             let statuses = self.runtime.poll(&uid, &restart_policy);
+            if !p.unprepared && all_ended(&statuses) {
+                let claims = self.dra.claims_of(&uid).await;
+                match self.dra.unprepare_pod(&uid).await {
+                    Ok(()) => {
+                        p.unprepared = true;
+                        if !claims.is_empty() {
+                            self.log.info(format!(
+                                "containers of {ns}/{name} ended; its claims are released ({})",
+                                claims.join(", ")
+                            ));
+                        }
+                    }
+                    Err(e) => self.event(pod, p, true, "FailedUnprepareDynamicResources", &e).await,
+                }
+            }
             self.report(pod, p, &statuses).await;
             return;
         }
@@ -172,7 +213,7 @@ impl PodWorker {
         }
         match self.start(pod).await {
             Ok(()) => {
-                p.prepared = true;
+                p.known = true;
                 p.backoff = Duration::ZERO;
                 p.next_try = None;
                 self.event(pod, p, false, "Started", "started the pod's containers").await;
@@ -227,20 +268,26 @@ impl PodWorker {
 
     /// Writes the pod's status from the containers' states, when it changed.
     async fn report(&self, pod: &Pod, p: &mut Progress, statuses: &[ContainerStatus]) {
-        let all_done = !statuses.is_empty() && statuses.iter().all(|s| matches!(s.state, State::Terminated { .. }));
+        let all_done = all_ended(statuses);
         let failed = statuses.iter().any(|s| matches!(s.state, State::Terminated { exit_code, .. } if exit_code != 0));
         let phase = match (all_done, failed) {
             (false, _) => "Running",
             (true, false) => "Succeeded",
             (true, true) => "Failed",
         };
+        // Kubelet holds a terminal phase back while the pod may still hold resources
+        // (`mergePodStatus`): controllers deallocate a claim once its pods are terminal, so
+        // the phase stays as it was until the claims are unprepared.
+        let current = pod.status.as_ref().and_then(|s| s.phase.clone()).filter(|p| !p.is_empty());
+        let phase = if all_done && !p.unprepared { current.as_deref().unwrap_or("Pending") } else { phase };
         let summary =
             format!("{phase} {:?}", statuses.iter().map(|s| (&s.name, &s.state, s.restart_count)).collect::<Vec<_>>());
         if p.last_status.as_deref() == Some(&summary) {
             return;
         }
         let ip = self.cfg.ip.to_string();
-        let ready = if phase == "Running" { "True" } else { "False" };
+        let all_running = !statuses.is_empty() && statuses.iter().all(|s| matches!(s.state, State::Running { .. }));
+        let ready = if all_running { "True" } else { "False" };
         let container_statuses: Vec<_> = statuses
             .iter()
             .map(|s| {
@@ -295,4 +342,10 @@ impl PodWorker {
             Err(e) => self.log.warn("StatusUpdateFailed", format!("{name}: {e}")),
         }
     }
+}
+
+/// Every container has ended and none will restart (the runtime restarts those whose
+/// `restartPolicy` says so before it reports them).
+fn all_ended(statuses: &[ContainerStatus]) -> bool {
+    !statuses.is_empty() && statuses.iter().all(|s| matches!(s.state, State::Terminated { .. }))
 }

@@ -14,6 +14,8 @@ pub const KUBELET_SYSCTLS: &[&str] = &["vm/overcommit_memory", "kernel/panic", "
 
 /// The directory the kubelet writes container log links into; fixed in the kubelet.
 const CONTAINER_LOG_LINKS: &str = "/var/log/containers";
+/// Where containerd's shims listen, whatever containerd's own state dir.
+const SHIM_SOCKETS: &str = "/run/containerd/s";
 /// libcni's cache dir; fixed in containerd's CNI library.
 const CNI_CACHE: &str = "/var/lib/cni";
 
@@ -48,6 +50,9 @@ impl Cgroups {
             match (fstype, mount_point) {
                 (Some("cgroup"), Some(p)) => v1.push(PathBuf::from(p)),
                 (Some("cgroup2"), Some(p)) if p == "/sys/fs/cgroup" => v2 = Some(PathBuf::from(p)),
+                // The hybrid layout's v2 mount (`/sys/fs/cgroup/unified`): runc mirrors each
+                // container's cgroup there, so it is the node's to clean up too.
+                (Some("cgroup2"), Some(p)) => v1.push(PathBuf::from(p)),
                 _ => {}
             }
         }
@@ -251,6 +256,10 @@ pub struct SysctlsBefore {
     /// pod's network result there, a host path no setting moves.
     #[serde(default)]
     pub cni_cache_existed: bool,
+    /// Whether `/run/containerd` existed: containerd puts its shims' sockets in
+    /// `/run/containerd/s` whatever its state dir.
+    #[serde(default)]
+    pub shim_sockets_existed: bool,
 }
 
 const SYSCTLS_FILE: &str = "host-before.json";
@@ -272,6 +281,7 @@ impl SysctlsBefore {
                 .collect(),
             container_log_links_existed: Path::new(CONTAINER_LOG_LINKS).exists(),
             cni_cache_existed: Path::new(CNI_CACHE).exists(),
+            shim_sockets_existed: Path::new(SHIM_SOCKETS).parent().is_some_and(Path::exists),
         };
         std::fs::write(&path, serde_json::to_vec_pretty(&before).map_err(io::Error::other)?)?;
         Ok(before)
@@ -297,6 +307,12 @@ impl SysctlsBefore {
         if !self.container_log_links_existed {
             // Only when empty: another kubelet's links stay.
             let _ = std::fs::remove_dir(CONTAINER_LOG_LINKS);
+        }
+        remove_dead_shim_sockets();
+        if !self.shim_sockets_existed {
+            for dir in [SHIM_SOCKETS, "/run/containerd"] {
+                let _ = std::fs::remove_dir(dir);
+            }
         }
         if !self.cni_cache_existed {
             for dir in ["results", ""] {
@@ -330,6 +346,20 @@ pub fn remove_cni_results(node_root: &Path) -> usize {
         if std::fs::read_to_string(entry.path()).is_ok_and(|t| t.contains(&needle))
             && std::fs::remove_file(entry.path()).is_ok()
         {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes the shim sockets nothing listens on any more (a killed shim leaves its socket);
+/// a live containerd's are bound, and stay.
+pub fn remove_dead_shim_sockets() -> usize {
+    let bound = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let mut removed = 0;
+    for entry in std::fs::read_dir(SHIM_SOCKETS).into_iter().flatten().flatten() {
+        let path = entry.path().display().to_string();
+        if !bound.lines().any(|l| l.ends_with(&path)) && std::fs::remove_file(entry.path()).is_ok() {
             removed += 1;
         }
     }

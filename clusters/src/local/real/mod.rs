@@ -321,6 +321,14 @@ impl RealNode {
         &self.env.cluster_dir
     }
 
+    /// The last `lines` lines of the kubelet's log about DRA, plugins, claims and CDI, and
+    /// its errors, quoted as [`log_tail`] quotes.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let relevant: Vec<&str> = text.lines().filter(|l| is_dra_line(l)).collect();
+        crate::error::quoted_tail(&relevant, lines)
+    }
+
     /// The kubelet's DRA checkpoint: claim UID → the CDI device IDs the driver returned.
     pub fn prepared_claims(&self) -> Vec<(String, Vec<String>)> {
         read_kubelet_checkpoint(&self.cfg.root.join("dra_manager_state"))
@@ -424,6 +432,13 @@ pub fn read_kubelet_checkpoint(path: &Path) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
+/// Whether a kubelet log line is evidence for DRA: errors (klog's `E` lines), and what
+/// concerns plugins, claims, CDI and the DRA manager.
+fn is_dra_line(line: &str) -> bool {
+    const WORDS: &[&str] = &["dra", "DRA", "lugin", "laim", "CDI", "Prepare", "repare"];
+    line.starts_with('E') || WORDS.iter().any(|w| line.contains(w))
+}
+
 /// The drivers whose last "Connection changed" line says `connected=true`.
 fn connected_drivers(log: &str) -> Vec<String> {
     let mut state = std::collections::BTreeMap::new();
@@ -454,6 +469,14 @@ mod tests {
         std::fs::write(&path, serde_json::json!({"Data": data.to_string(), "Checksum": 1}).to_string()).unwrap();
         assert_eq!(read_kubelet_checkpoint(&path), vec![("u1".to_string(), vec!["k8s.mock/gpu=a".to_string()])]);
         assert!(read_kubelet_checkpoint(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn the_evidence_keeps_dra_lines_and_errors_only() {
+        assert!(is_dra_line(r#"I1203 dra_plugin_manager.go:140] "Connection changed" driverName="a.io""#));
+        assert!(is_dra_line(r#"E1203 kuberuntime_manager.go:1] "CreateContainer failed""#));
+        assert!(is_dra_line(r#"I1203 reconciler.go:161] "OperationExecutor.RegisterPlugin started""#));
+        assert!(!is_dra_line(r#"I1203 kubelet_node_status.go:1] "Node became ready""#));
     }
 
     #[test]
