@@ -435,7 +435,7 @@ pub fn read_kubelet_checkpoint(path: &Path) -> Vec<(String, Vec<String>)> {
 /// Whether a kubelet log line is evidence for DRA: errors (klog's `E` lines), and what
 /// concerns plugins, claims, CDI and the DRA manager.
 fn is_dra_line(line: &str) -> bool {
-    const WORDS: &[&str] = &["dra", "DRA", "lugin", "laim", "CDI", "Prepare", "repare"];
+    const WORDS: &[&str] = &["DRA", "dra_", "/dra", "lugin", "laim", "CDI", "Prepare", "prepare"];
     line.starts_with('E') || WORDS.iter().any(|w| line.contains(w))
 }
 

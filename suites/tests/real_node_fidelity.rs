@@ -1,0 +1,44 @@
+//! The emulated nodes tell the same truth as real ones: on real nodes (the upstream kubelet,
+//! containerd and runc) the good mock passes everything and each fault whose verdict hangs on
+//! what a node does breaks exactly the guarantees of the fidelity table, the table that the
+//! `fidelity` test holds the emulated nodes to. The faults are those where the two could
+//! disagree: how the kubelet dials registration, how containerd resolves CDI, when the
+//! kubelet unprepares, what a kubelet restart does, a driver restart that touches running
+//! containers. Where the machine cannot run real nodes the test says why and checks nothing.
+
+mod fidelity_common;
+
+use dracheck_clusters::local::NodeKind;
+use dracheck_suites::fidelity::{FAULTS, FaultCase};
+
+/// Faults whose verdict depends on the node's kubelet or runtime, by their `--fault` name.
+const NODE_DEPENDENT: &[&str] = &["strict-authority", "cdi-without-spec", "never-unprepare", "reset-devices-on-start"];
+
+/// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).
+const CONCURRENT_RUNS: usize = 3;
+
+fn node_dependent() -> Vec<&'static FaultCase> {
+    FAULTS
+        .iter()
+        .filter(|c| NODE_DEPENDENT.contains(&c.fault) || c.breaks().iter().any(|id| id.starts_with("node.restart.")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_nodes_give_the_verdicts_of_the_fidelity_table() {
+    if let Err(reason) = dracheck_clusters::local::real::host::check_support() {
+        eprintln!("skipped: real nodes cannot run here ({reason})");
+        return;
+    }
+    let cases = node_dependent();
+    fidelity_common::check_table(cases, 1, CONCURRENT_RUNS, NodeKind::Real).await;
+}
+
+#[test]
+fn the_node_dependent_faults_are_in_the_table() {
+    let names: Vec<&str> = node_dependent().iter().map(|c| c.fault).collect();
+    for want in NODE_DEPENDENT {
+        assert!(names.contains(want), "{want} is not a fault of fidelity::FAULTS: {names:?}");
+    }
+    assert!(names.len() > NODE_DEPENDENT.len(), "no fault breaks a node.restart.* guarantee: {names:?}");
+}
