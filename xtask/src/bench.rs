@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use clap::Subcommand;
-use dracheck_clusters::local::Progress;
+use dracheck_clusters::local::{LocalNode, NodeKind, Progress};
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_suites::local_run::{self, LocalRun};
 
@@ -23,13 +23,26 @@ pub enum BenchCommand {
     Conformance {
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// `real`, `emulated`, or `both`: runs of the two kinds alternate, so that both
+        /// see the same machine, and the ratio of their medians is reported.
+        #[arg(long, default_value = "both", value_parser = ["real", "emulated", "both"])]
+        node_kind: String,
+    },
+    /// Nodes of both kinds side by side: adding N nodes until Ready, a pod with a claim from
+    /// create to Running (median of `pods`), memory per node.
+    Nodes {
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        #[arg(long, default_value_t = 10)]
+        pods: usize,
     },
 }
 
 pub async fn run(cmd: BenchCommand) -> u8 {
     match cmd {
         BenchCommand::ClusterUp { runs } => cluster_up(runs).await,
-        BenchCommand::Conformance { runs } => conformance(runs).await,
+        BenchCommand::Conformance { runs, node_kind } => conformance(runs, &node_kind).await,
+        BenchCommand::Nodes { nodes, pods } => nodes_bench(nodes, pods).await,
     }
 }
 
@@ -81,17 +94,27 @@ async fn cluster_up(runs: usize) -> u8 {
     exit::OK
 }
 
-async fn conformance(runs: usize) -> u8 {
-    let mut totals = Vec::new();
-    let mut parts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for i in 0..runs {
-        let cfg = match LocalRun::default_mock(&[]) {
+/// The kinds a `--node-kind` of a bench asks for, in the order their runs alternate.
+fn kinds(arg: &str) -> Vec<NodeKind> {
+    match arg {
+        "both" => vec![NodeKind::Real, NodeKind::Emulated],
+        other => other.parse().into_iter().collect(),
+    }
+}
+
+async fn conformance(runs: usize, node_kind: &str) -> u8 {
+    let kinds = kinds(node_kind);
+    let mut totals: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut parts: BTreeMap<(&str, String), Vec<f64>> = BTreeMap::new();
+    for (i, kind) in (0..runs).flat_map(|i| kinds.iter().map(move |k| (i, *k))) {
+        let mut cfg = match LocalRun::default_mock(&[]) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("dracheck: {e}");
                 return exit::CLUSTER_DOWN;
             }
         };
+        cfg.cluster.node_kind = kind;
         let progress = Progress::quiet();
         let result = match local_run::run(cfg, &local_run::run_id(), &progress).await {
             Ok(f) => f.result,
@@ -100,17 +123,144 @@ async fn conformance(runs: usize) -> u8 {
                 return e.exit_code as u8;
             }
         };
-        eprintln!("run {}: {:.1}s, all held: {}", i + 1, result.duration_seconds, result.all_held());
-        totals.push(result.duration_seconds);
+        let name = kind.name();
+        eprintln!("run {} on {name} nodes: {:.1}s, all held: {}", i + 1, result.duration_seconds, result.all_held());
+        totals.entry(name).or_default().push(result.duration_seconds);
         for (k, v) in result.timings {
-            parts.entry(k).or_default().push(v);
+            parts.entry((name, k)).or_default().push(v);
         }
     }
-    println!("conformance (mock, 2 profiles, 7 nodes): median {:.1}s over {runs} runs", median(totals));
-    let mut rows: Vec<(String, f64)> = parts.into_iter().map(|(k, v)| (k, median(v))).collect();
-    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
-    for (k, v) in rows {
-        println!("  {v:7.1}s  {k}");
+    for (name, t) in &totals {
+        println!("conformance (mock, 2 profiles, 7 {name} nodes): median {:.1}s over {runs} runs", median(t.clone()));
+        let mut rows: Vec<(&str, f64)> =
+            parts.iter().filter(|((n, _), _)| n == name).map(|((_, k), v)| (k.as_str(), median(v.clone()))).collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (k, v) in rows {
+            println!("  {v:7.1}s  {k}");
+        }
+    }
+    if let (Some(real), Some(emulated)) = (totals.get("real"), totals.get("emulated")) {
+        println!("real / emulated: {:.2}", median(real.clone()) / median(emulated.clone()));
     }
     exit::OK
+}
+
+/// What [`nodes_bench`] measured for one kind.
+#[derive(Debug, Default)]
+struct NodeFigures {
+    add_seconds: f64,
+    pod_seconds: Vec<f64>,
+    mib_per_node: f64,
+}
+
+async fn nodes_bench(nodes: usize, pods: usize) -> u8 {
+    let mut figures = BTreeMap::new();
+    for kind in [NodeKind::Real, NodeKind::Emulated] {
+        match measure_nodes(kind, nodes, pods).await {
+            Ok(f) => {
+                figures.insert(kind.name(), f);
+            }
+            Err(e) => {
+                eprintln!("dracheck: {} nodes: {e}", kind.name());
+                return exit::CLUSTER_DOWN;
+            }
+        }
+    }
+    for (name, f) in &figures {
+        println!(
+            "{name:>8}: {nodes} nodes Ready in {:.1}s ({:.2}s a node); pod with a claim create → Running: median \
+             {:.2}s of {pods} (min {:.2}s, max {:.2}s); {:.0} MiB a node",
+            f.add_seconds,
+            f.add_seconds / nodes as f64,
+            median(f.pod_seconds.clone()),
+            f.pod_seconds.iter().copied().fold(f64::INFINITY, f64::min),
+            f.pod_seconds.iter().copied().fold(0.0, f64::max),
+            f.mib_per_node,
+        );
+    }
+    exit::OK
+}
+
+/// One cluster with `nodes` nodes of `kind` and the mock on each; `pods` pods with a claim
+/// from a template, one after the other, each timed from create until the API says Running.
+async fn measure_nodes(kind: NodeKind, nodes: usize, pods: usize) -> Result<NodeFigures, String> {
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use kube::api::{Api, DeleteParams, PostParams};
+
+    let opts = LocalClusterOptions { node_kind: kind, progress: Progress::stderr(), ..LocalClusterOptions::from_env() };
+    let mut cluster = LocalCluster::start(opts).await.map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    cluster.add_nodes(nodes).await.map_err(|e| e.to_string())?;
+    let add_seconds = started.elapsed().as_secs_f64();
+    let bin = dracheck_suites::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")?;
+    let adapter =
+        dracheck_suites::adapters::mock_adapter(&bin, &dracheck_suites::adapters::mock_default_inventory(), &[])?;
+    let spec = adapter.spec.clone().ok_or("the mock has a driver spec")?;
+    cluster.start_driver(&spec).map_err(|e| e.to_string())?;
+    let client = cluster.client();
+    let ns = "dracheck-bench-nodes";
+    let namespace = Namespace { metadata: dracheck_objects::meta_for(ns, None), ..Namespace::default() };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .map_err(|e| e.to_string())?;
+    let class = "dracheck-bench";
+    Api::<k8s_openapi::api::resource::v1::DeviceClass>::all(client.clone())
+        .create(&PostParams::default(), &dracheck_objects::device_class(class, &spec.name, &[]))
+        .await
+        .map_err(|e| e.to_string())?;
+    Api::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &dracheck_objects::claim_template(ns, "one", class, 1, &[]))
+        .await
+        .map_err(|e| e.to_string())?;
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut pod_seconds = Vec::new();
+    for i in 0..pods {
+        let name = format!("p{i}");
+        let pod = dracheck_objects::pod(ns, &name)
+            .on_node("node-1")
+            .image(dracheck_clusters::local::real::images::WORKLOAD_IMAGE)
+            .claim_from_template("gpu", "one")
+            .command("sleep 3600")
+            .build();
+        let created = std::time::Instant::now();
+        pod_api.create(&PostParams::default(), &pod).await.map_err(|e| e.to_string())?;
+        loop {
+            let phase = pod_api.get(&name).await.ok().and_then(|p| p.status?.phase);
+            if phase.as_deref() == Some("Running") {
+                break;
+            }
+            if created.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(format!("pod {name} not Running within 60s ({phase:?})"));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        pod_seconds.push(created.elapsed().as_secs_f64());
+        if i == pods - 1 {
+            break;
+        }
+        pod_api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await.ok();
+        while pod_api.get_opt(&name).await.ok().flatten().is_some() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    // With one pod running on node-1, as a node carries a workload.
+    let drivers: f64 =
+        cluster.drivers().iter().filter_map(|d| d.pid()).map(dracheck_clusters::local::real::resident_mib).sum();
+    let nodes_mib: f64 = cluster
+        .nodes()
+        .iter()
+        .map(|n| match n {
+            LocalNode::Real(r) => r.resident_mib(),
+            // The emulated nodes run in this process: its growth since the start is theirs.
+            LocalNode::Emulated(_) => 0.0,
+        })
+        .sum::<f64>()
+        + if kind == NodeKind::Emulated {
+            dracheck_clusters::local::real::resident_mib(std::process::id())
+        } else {
+            0.0
+        };
+    cluster.stop();
+    Ok(NodeFigures { add_seconds, pod_seconds, mib_per_node: (drivers + nodes_mib) / nodes as f64 })
 }

@@ -287,6 +287,15 @@ impl RealNode {
         [self.kubelet.take(), self.containerd.take()].into_iter().flatten().map(Supervised::release).collect()
     }
 
+    /// What the node holds in memory now: the kubelet, and containerd with its shims and
+    /// containers (all in the node's runtime cgroup), in MiB.
+    pub fn resident_mib(&self) -> f64 {
+        let (_, runtime) = kubelet::cgroup_names(&self.env.prefix, &self.cfg.name);
+        let mut pids = self.env.cgroups.processes(&runtime);
+        pids.extend(self.kubelet.as_ref().map(|k| k.record().pid));
+        pids.iter().map(|pid| resident_mib(*pid)).sum()
+    }
+
     pub fn records(&self) -> Vec<ProcessRecord> {
         [&self.kubelet, &self.containerd].into_iter().flatten().map(|p| p.record().clone()).collect()
     }
@@ -401,6 +410,14 @@ pub fn scrub(cluster_dir: &Path) -> Vec<String> {
     }
     found.extend(before.restore().into_iter().map(|s| format!("restored {s}")));
     found
+}
+
+/// `VmRSS` of a process in MiB; 0 once it is gone.
+pub fn resident_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
 }
 
 /// Reads the kubelet's `dra_manager_state`: a JSON envelope whose `Data` is the JSON of the
