@@ -158,11 +158,19 @@ pub enum ClusterError {
         source: Box<kube::Error>,
     },
     #[error(
-        "--nodes {requested}: this machine can hold at most {limit} emulated nodes ({available_mib} MiB of memory \
-         available, {per_node_mib} MiB per node for its driver process and its share of the apiserver, {reserved_mib} \
-         MiB kept for the control plane). Pass a smaller --nodes, or free memory."
+        "--nodes {requested}: this machine can hold at most {limit} {kind} nodes ({available_mib} MiB of memory \
+         available, {per_node_mib} MiB per node for what runs on it and its share of the apiserver, {reserved_mib} \
+         MiB kept for the control plane). Pass a smaller --nodes, or free memory; emulated nodes \
+         (--node-kind emulated) cost less."
     )]
-    TooManyNodes { requested: usize, limit: usize, available_mib: u64, per_node_mib: u64, reserved_mib: u64 },
+    TooManyNodes {
+        requested: usize,
+        limit: usize,
+        available_mib: u64,
+        per_node_mib: u64,
+        reserved_mib: u64,
+        kind: String,
+    },
 }
 
 impl ClusterError {

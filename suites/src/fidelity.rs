@@ -69,7 +69,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
-    NODE_RESTART_REPREPARED_IDEMPOTENTLY,
+    NODE_RESTART_DRIVER_RECOVERS,
     NODE_REMOVAL_SLICES_GONE,
     NODE_REMOVAL_PODS_GONE,
     NODE_REMOVAL_CLAIMS_DEALLOCATED,
@@ -103,7 +103,7 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "non-idempotent-prepare",
         misbehaviour: "each prepare of the same claim returns new CDI IDs",
-        breaks: &[&[PLUGIN_PREPARE_IDEMPOTENT, NODE_RESTART_REPREPARED_IDEMPOTENTLY]],
+        breaks: &[&[PLUGIN_PREPARE_IDEMPOTENT]],
         may_break: &[],
     },
     FaultCase {
@@ -206,7 +206,7 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "register-first-start-only",
         misbehaviour: "a restarted driver serves DRA but offers no registration socket, so the kubelet never learns it is back",
-        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NEW_CLAIMS_WORK, NODE_RESTART_REPREPARED_IDEMPOTENTLY]],
+        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NEW_CLAIMS_WORK]],
         may_break: &[],
     },
     FaultCase {
@@ -224,8 +224,15 @@ pub const FAULTS: &[FaultCase] = &[
             PLUGIN_RESTART_KEEPS_STATE,
             CAPACITY_RECOVERED,
             LIFECYCLE_UNPREPARED,
+            NODE_RESTART_DRIVER_RECOVERS,
         ]],
         may_break: &[NEEDS_ALLOCATION, NEEDS_RUNNING_WORKLOADS],
+    },
+    FaultCase {
+        fault: "no-slice-reconcile",
+        misbehaviour: "slices are written at start-up and when the inventory changes, never re-created after someone deletes them; the kubelet wipes a node's slices when it starts, so after a kubelet restart the node offers no devices",
+        breaks: &[&[NODE_RESTART_DRIVER_RECOVERS]],
+        may_break: &[],
     },
     FaultCase {
         fault: "foreign-slice=node-99",

@@ -133,6 +133,9 @@ async fn a_template_claim_pod_sees_its_device_and_is_cleaned_up_after_it_ends() 
     );
 
     wait_for(&cluster, "the pod succeeds", 60, || pod_phase(&pods, "reader"), |p| p == "Succeeded").await;
+    // As kubelet, the claims are unprepared once the containers ended, before the phase says so.
+    let prepared = cluster.nodes()[0].prepared_claims();
+    assert!(prepared.is_empty(), "unprepared before the pod was reported Succeeded: {prepared:?}");
     wait_for(
         &cluster,
         "the generated claim is deleted",
@@ -185,6 +188,56 @@ async fn a_driver_restart_does_not_break_a_running_pod_and_new_claims_work_after
         "the old claim keeps its device"
     );
     assert_eq!(slice_count(&cluster, "node-1").await, 1, "a quick restart does not wipe the slice");
+}
+
+#[tokio::test]
+async fn a_kubelet_restart_prepares_nothing_again_and_a_shared_claim_goes_with_its_last_pod() {
+    let mut cluster = cluster_with_mock(1).await;
+    let client = cluster.client();
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    claims.create(&PostParams::default(), &claim(NS, "shared", "mock-gpu", 1, &[])).await.unwrap();
+    // One pod ends on its own after the restart, the other runs on.
+    for (name, script) in [("short", "sleep 8"), ("long", "sleep 600")] {
+        pods.create(&PostParams::default(), &pod(NS, name).claim("gpu", "shared").command(script).build())
+            .await
+            .unwrap();
+    }
+    for name in ["short", "long"] {
+        wait_for(&cluster, &format!("{name} runs"), 90, || pod_phase(&pods, name), |p| p == "Running").await;
+    }
+    let uid = claims.get("shared").await.unwrap().metadata.uid.unwrap();
+    let cdi_dir = cluster.nodes()[0].config().cdi_dir();
+    let specs = || std::fs::read_dir(&cdi_dir).map(|d| d.count()).unwrap_or(0);
+
+    cluster.node_mut("node-1").unwrap().restart_kubelet().await.unwrap();
+    let log_path = cluster.nodes()[0].log_path();
+    wait_for(
+        &cluster,
+        "the restarted kubelet takes the running pod's claim from its checkpoint",
+        30,
+        || async { std::fs::read_to_string(&log_path).unwrap_or_default() },
+        |l| l.contains("claims taken from the checkpoint, not prepared again: default/long (shared)"),
+    )
+    .await;
+    wait_for(&cluster, "the wiped slice is published again", 30, || slice_count(&cluster, "node-1"), |c| *c == 1).await;
+    wait_for(&cluster, "short succeeds", 60, || pod_phase(&pods, "short"), |p| p == "Succeeded").await;
+    // The pod still running keeps the claim prepared.
+    let prepared = cluster.nodes()[0].prepared_claims();
+    assert!(prepared.iter().any(|(u, _)| *u == uid), "still prepared for long: {prepared:?}");
+    assert_eq!(specs(), 1, "the claim's CDI spec stays");
+    let driver_log = cluster.drivers()[0].log_tail(200);
+    assert_eq!(driver_log.matches("NodePrepareResources default/shared").count(), 1, "prepared once:\n{driver_log}");
+    assert!(!driver_log.contains("NodeUnprepareResources"), "nothing unprepared yet:\n{driver_log}");
+
+    pods.delete("long", &Default::default()).await.unwrap();
+    wait_for(&cluster, "long is gone", 60, || pod_phase(&pods, "long"), |p| p == "<gone>").await;
+    let prepared = cluster.nodes()[0].prepared_claims();
+    assert!(prepared.is_empty(), "unprepared with its last pod: {prepared:?}");
+    assert_eq!(specs(), 0, "the driver removed the CDI spec it wrote before the restart");
+    let driver_log = cluster.drivers()[0].log_tail(200);
+    let unprepared = format!("NodeUnprepareResources default/shared ({uid}): unprepared");
+    assert_eq!(driver_log.matches(&unprepared).count(), 1, "unprepared once:\n{driver_log}");
 }
 
 #[tokio::test]

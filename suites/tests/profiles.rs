@@ -53,7 +53,7 @@ fn standard_inference_publishes_every_family() {
             ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
             ids::DRIVER_RESTART_SLICES_KEPT,
-            ids::NODE_RESTART_REPREPARED_IDEMPOTENTLY,
+            ids::NODE_RESTART_DRIVER_RECOVERS,
             ids::NODE_REMOVAL_SLICES_GONE,
             ids::NODE_REMOVAL_PODS_GONE,
             ids::NODE_REMOVAL_CLAIMS_DEALLOCATED,
@@ -121,7 +121,7 @@ fn training_intensive_asks_for_two_matching_a100s() {
             ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
             ids::DRIVER_RESTART_SLICES_KEPT,
-            ids::NODE_RESTART_REPREPARED_IDEMPOTENTLY,
+            ids::NODE_RESTART_DRIVER_RECOVERS,
             ids::VERSIONS_KUBERNETES,
             ids::VERSIONS_DRIVER,
         ]

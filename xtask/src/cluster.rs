@@ -225,7 +225,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         eprintln!("dracheck: --driver runs the driver on the cluster's nodes; pass --nodes N (N ≥ 1) as well");
         return Ok(exit::BAD_INPUT);
     }
-    local::node_limit().check(args.nodes.nodes)?;
+    local::node_limit(args.nodes.node_kind.parse().unwrap_or_default()).check(args.nodes.nodes)?;
     if args.nodes.nodes > 0 && args.nodes.node_kind == "real" {
         local::real::host::check_support().map_err(|reason| ClusterError::RealNodesUnsupported { reason })?;
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use dracheck_clusters::LocalClusterOptions;
-use dracheck_clusters::local::Progress;
+use dracheck_clusters::local::{NodeKind, Progress};
 use dracheck_suites::adapters::Adapter;
 use dracheck_suites::engine::Filter;
 use dracheck_suites::local_run::{self, ExistingRun, LocalRun};
@@ -180,7 +180,8 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
     let filter = Filter { only: args.only.clone(), skip: args.skip.clone() };
-    check_nodes(args.nodes, &profiles, &filter)?;
+    let node_kind: NodeKind = args.node_kind.parse().map_err(|e: String| (exit::BAD_INPUT, e))?;
+    check_nodes(args.nodes, node_kind, &profiles, &filter)?;
 
     let short = adapter.short;
     let cfg = LocalRun {
@@ -192,7 +193,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
             k8s_version: args.k8s_version.clone(),
             k8s_bin_dir: args.k8s_bin_dir.clone(),
             feature_gates: args.feature_gates.clone(),
-            node_kind: args.node_kind.parse().map_err(|e: String| (exit::BAD_INPUT, e))?,
+            node_kind,
             ..LocalClusterOptions::default()
         },
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
@@ -217,19 +218,19 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
 
 /// `--nodes` within what the run can use: enough for the selected scenarios, no more than the
 /// machine holds.
-fn check_nodes(nodes: usize, profiles: &[(PathBuf, Profile)], filter: &Filter) -> Result<(), Early> {
+fn check_nodes(nodes: usize, kind: NodeKind, profiles: &[(PathBuf, Profile)], filter: &Filter) -> Result<(), Early> {
     let (needed, why) = local_run::nodes_needed(profiles, filter);
     if nodes < needed {
         return Err((
             exit::BAD_INPUT,
             format!(
-                "--nodes {nodes}: this run needs at least {needed} emulated node(s): {why}. Pass --nodes {needed} or \
+                "--nodes {nodes}: this run needs at least {needed} node(s): {why}. Pass --nodes {needed} or \
                  more (the default, 7, runs every scenario role of the shipped profiles side by side), or leave the \
                  node-removal guarantees out with --skip 'node.removal.*'"
             ),
         ));
     }
-    dracheck_clusters::local::node_limit().check(nodes).map_err(|e| (exit::BAD_INPUT, e.to_string()))
+    dracheck_clusters::local::node_limit(kind).check(nodes).map_err(|e| (exit::BAD_INPUT, e.to_string()))
 }
 
 /// `--out` can take the result: checked before the run, so a finished run never has nowhere

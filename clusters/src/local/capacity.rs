@@ -1,7 +1,8 @@
-//! How many emulated nodes this machine can hold. Each node runs its own driver process and
+//! How many nodes of each kind this machine can hold. Each node runs its own driver process and
 //! adds watches and objects to the apiserver; past the machine's memory a run would swap or
 //! be killed halfway, so a count beyond it is refused before anything starts.
 
+use super::real::NodeKind;
 use crate::error::{ClusterError, Result};
 
 /// Memory an emulated node costs, with headroom. Measured with `cluster up --nodes 6 --driver
@@ -9,6 +10,10 @@ use crate::error::{ClusterError, Result};
 /// the apiserver within 1% of its size without nodes (300 MiB); so about 40 MiB a node, and
 /// workloads (host processes) on top.
 pub const PER_NODE_MIB: u64 = 64;
+/// Memory a real node costs, with headroom. Measured with `cargo xtask bench nodes` (3 nodes,
+/// the mock on each, one pod running): 178 MiB a node for its kubelet, containerd, shims,
+/// containers and driver (the kubelet about 90 of it).
+pub const PER_REAL_NODE_MIB: u64 = 256;
 /// Memory kept for etcd, kube-apiserver, kube-scheduler, kube-controller-manager and the run.
 pub const RESERVED_MIB: u64 = 2048;
 
@@ -17,12 +22,18 @@ pub const RESERVED_MIB: u64 = 2048;
 pub struct NodeLimit {
     pub available_mib: u64,
     pub limit: usize,
+    pub per_node_mib: u64,
+    pub kind: NodeKind,
 }
 
 impl NodeLimit {
-    pub fn from_available(available_mib: u64) -> NodeLimit {
-        let limit = (available_mib.saturating_sub(RESERVED_MIB) / PER_NODE_MIB) as usize;
-        NodeLimit { available_mib, limit }
+    pub fn from_available(available_mib: u64, kind: NodeKind) -> NodeLimit {
+        let per_node_mib = match kind {
+            NodeKind::Real => PER_REAL_NODE_MIB,
+            NodeKind::Emulated => PER_NODE_MIB,
+        };
+        let limit = (available_mib.saturating_sub(RESERVED_MIB) / per_node_mib) as usize;
+        NodeLimit { available_mib, limit, per_node_mib, kind }
     }
 
     /// `Err` with the limit and why, when `requested` nodes do not fit.
@@ -34,7 +45,8 @@ impl NodeLimit {
             requested,
             limit: self.limit,
             available_mib: self.available_mib,
-            per_node_mib: PER_NODE_MIB,
+            per_node_mib: self.per_node_mib,
+            kind: self.kind.name().to_string(),
             reserved_mib: RESERVED_MIB,
         })
     }
@@ -42,11 +54,11 @@ impl NodeLimit {
 
 /// The limit on this machine now, from `MemAvailable` in `/proc/meminfo`. Where that cannot
 /// be read nothing is refused: the count is then the user's to choose.
-pub fn node_limit() -> NodeLimit {
+pub fn node_limit(kind: NodeKind) -> NodeLimit {
     let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| mem_available_mib(&m));
     match available {
-        Some(mib) => NodeLimit::from_available(mib),
-        None => NodeLimit { available_mib: 0, limit: usize::MAX },
+        Some(mib) => NodeLimit::from_available(mib, kind),
+        None => NodeLimit { available_mib: 0, limit: usize::MAX, per_node_mib: 0, kind },
     }
 }
 
@@ -62,7 +74,7 @@ mod tests {
 
     #[test]
     fn the_limit_is_what_memory_holds_after_the_control_plane() {
-        let limit = NodeLimit::from_available(RESERVED_MIB + 10 * PER_NODE_MIB);
+        let limit = NodeLimit::from_available(RESERVED_MIB + 10 * PER_NODE_MIB, NodeKind::Emulated);
         assert_eq!(limit.limit, 10);
         assert!(limit.check(10).is_ok());
         let err = limit.check(10_000).unwrap_err();
@@ -73,7 +85,10 @@ mod tests {
 
     #[test]
     fn a_machine_with_less_than_the_control_plane_needs_holds_no_node() {
-        assert_eq!(NodeLimit::from_available(100).limit, 0);
+        assert_eq!(NodeLimit::from_available(100, NodeKind::Real).limit, 0);
+        let real = NodeLimit::from_available(RESERVED_MIB + 10 * PER_REAL_NODE_MIB, NodeKind::Real);
+        assert_eq!(real.limit, 10);
+        assert!(real.check(11).unwrap_err().to_string().contains("at most 10 real nodes"));
     }
 
     #[test]

@@ -463,7 +463,7 @@ impl LocalCluster {
     /// [`LocalCluster::add_nodes`], with a progress line every few seconds while many are
     /// added, so that a large count never looks like a hang.
     pub async fn add_nodes_reporting(&mut self, count: usize, progress: &Progress) -> Result<()> {
-        node_limit().check(count + self.nodes.len())?;
+        node_limit(self.node_kind).check(count + self.nodes.len())?;
         let kind = self.node_kind;
         if kind == NodeKind::Real && self.real.is_none() {
             let release = self.release.ok_or_else(|| ClusterError::RealNodesUnsupported {

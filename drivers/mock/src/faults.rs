@@ -20,8 +20,8 @@ pub enum Fault {
     /// NodePrepareResources call arrives. Breaks what `hang-prepare` breaks.
     ExitOnPrepare,
     /// `non-idempotent-prepare`: every prepare of the same claim returns new CDI device IDs
-    /// (and rewrites the spec with them). Breaks `plugin.prepare.idempotent` and
-    /// `node.restart.reprepared-idempotently`.
+    /// (and rewrites the spec with them). Breaks `plugin.prepare.idempotent`; a kubelet calls
+    /// Prepare once per claim and node (not again after its restart), so nothing else.
     NonIdempotentPrepare,
     /// `lose-checkpoint`: the checkpoint is deleted at start, so claims prepared before a
     /// restart are forgotten: their unprepare succeeds but leaves the CDI spec behind.
@@ -81,8 +81,9 @@ pub enum Fault {
     ResetDevicesOnStart,
     /// `register-first-start-only`: only the first start on a state dir offers the
     /// registration socket; a restarted driver serves DRA but the kubelet never learns it is
-    /// back. Breaks `plugin.restart.keeps-state`, `driver.restart.new-claims-work` and
-    /// `node.restart.reprepared-idempotently`.
+    /// back. Breaks `plugin.restart.keeps-state` and `driver.restart.new-claims-work`; a
+    /// kubelet restart alone does not restart the driver, and the restarted kubelet finds the
+    /// first start's registration socket still there.
     RegisterFirstStartOnly,
     /// `register-v1beta1-only`: GetInfo offers only `v1beta1.DRAPlugin`, like a driver whose
     /// registration was not updated for the v1 API; both services are still served, so a
@@ -90,9 +91,16 @@ pub enum Fault {
     /// `plugin.registration.info`.
     RegisterV1beta1Only,
     /// `never-unprepare`: NodeUnprepareResources fails for every claim. Breaks
-    /// `plugin.unprepare.removes-state`, `plugin.unprepare.unknown-claim` and
-    /// `capacity.recovered`: pod deletions block and devices stay held.
+    /// `plugin.unprepare.removes-state`, `plugin.unprepare.unknown-claim`,
+    /// `capacity.recovered` and `node.restart.driver-recovers`: pod deletions block and
+    /// devices stay held.
     NeverUnprepare,
+    /// `no-slice-reconcile`: the slices are written at start-up and when the inventory
+    /// changes, never because the slices changed, like a driver that creates its slices once
+    /// instead of running the upstream helper's reconciling controller. Whoever deletes them
+    /// leaves the node without devices until the driver restarts; the kubelet does that at
+    /// every start. Breaks `node.restart.driver-recovers`.
+    NoSliceReconcile,
     /// `foreign-slice=NODE`: also publishes a slice for NODE's pool, which this plugin does
     /// not run on. Breaks `plugin.slices.owned-by-node`.
     ForeignSlice(String),
@@ -110,7 +118,7 @@ pub const NAMES: &str = "fail-prepare=N, hang-prepare, exit-on-prepare, non-idem
                          wrong-capacity=NAME=VALUE, phantom-devices=N, no-owner-reference, wipe-slices-on-start, \
                          prepare-wrong-device, prepare-first-device-only, prepare-foreign-claims, reset-devices-on-start, \
                          register-first-start-only, wrong-version=X, register-v1beta1-only, never-unprepare, \
-                         foreign-slice=NODE, strict-authority";
+                         no-slice-reconcile, foreign-slice=NODE, strict-authority";
 
 impl FromStr for Fault {
     type Err = String;
@@ -167,6 +175,7 @@ impl FromStr for Fault {
             "stale-slices-on-exit" => bare(Fault::StaleSlicesOnExit),
             "cdi-without-spec" => bare(Fault::CdiWithoutSpec),
             "never-unprepare" => bare(Fault::NeverUnprepare),
+            "no-slice-reconcile" => bare(Fault::NoSliceReconcile),
             "no-owner-reference" => bare(Fault::NoOwnerReference),
             "wipe-slices-on-start" => bare(Fault::WipeSlicesOnStart),
             "prepare-wrong-device" => bare(Fault::PrepareWrongDevice),
@@ -204,6 +213,7 @@ impl fmt::Display for Fault {
             Fault::ResetDevicesOnStart => f.write_str("reset-devices-on-start"),
             Fault::RegisterFirstStartOnly => f.write_str("register-first-start-only"),
             Fault::NeverUnprepare => f.write_str("never-unprepare"),
+            Fault::NoSliceReconcile => f.write_str("no-slice-reconcile"),
             Fault::ForeignSlice(node) => write!(f, "foreign-slice={node}"),
             Fault::StrictAuthority => f.write_str("strict-authority"),
         }
@@ -242,6 +252,7 @@ pub struct Faults {
     pub reset_devices_on_start: bool,
     pub register_first_start_only: bool,
     pub never_unprepare: bool,
+    pub no_slice_reconcile: bool,
     pub foreign_slices: Vec<String>,
     pub strict_authority: bool,
     listed: Vec<Fault>,
@@ -285,6 +296,7 @@ impl FromIterator<Fault> for Faults {
                 Fault::ResetDevicesOnStart => set.reset_devices_on_start = true,
                 Fault::RegisterFirstStartOnly => set.register_first_start_only = true,
                 Fault::NeverUnprepare => set.never_unprepare = true,
+                Fault::NoSliceReconcile => set.no_slice_reconcile = true,
                 Fault::ForeignSlice(node) => set.foreign_slices.push(node.clone()),
                 Fault::StrictAuthority => set.strict_authority = true,
             }
@@ -323,6 +335,7 @@ mod tests {
             "reset-devices-on-start",
             "register-first-start-only",
             "never-unprepare",
+            "no-slice-reconcile",
             "foreign-slice=node-b",
             "strict-authority",
         ] {

@@ -219,25 +219,35 @@ impl Publisher {
         let mut events = watcher(self.slices.clone(), config).default_backoff().boxed();
         let mut resync = tokio::time::interval(RESYNC);
         let mut retry_at: Option<Instant> = None;
+        // `no-slice-reconcile`: once published, only the driver's own devices are a reason to
+        // write again, not what happened to the slices.
+        let mut published = false;
         loop {
-            tokio::select! {
+            let own_change = tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
-                changed = self.devices.changed() => if changed.is_err() { break },
+                changed = self.devices.changed() => if changed.is_err() { break } else { true },
                 event = events.next() => match event {
-                    Some(Ok(_)) => {}
+                    Some(Ok(_)) => false,
                     Some(Err(e)) => {
                         self.report(format!("watching ResourceSlices failed (retrying): {e}"));
                         continue;
                     }
                     None => break,
                 },
-                _ = resync.tick() => {}
-                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
-            }
+                _ = resync.tick() => false,
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => true,
+            };
             // One reconcile answers every event that is already queued.
             while let Some(Some(_)) = events.next().now_or_never() {}
+            if self.faults.no_slice_reconcile && published && !own_change {
+                continue;
+            }
             retry_at = match self.reconcile().await {
                 Ok(()) => {
+                    if self.faults.no_slice_reconcile && !published {
+                        log!("fault no-slice-reconcile: published once; deleted or edited slices stay so");
+                    }
+                    published = true;
                     self.last_error = None;
                     None
                 }

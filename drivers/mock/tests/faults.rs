@@ -20,6 +20,7 @@ fn main() -> std::process::ExitCode {
         ("fault_cdi_without_spec_returns_unresolvable_ids", |e| Box::pin(cdi_without_spec(e))),
         ("fault_wrong_attribute_publishes_a_wrong_value", |e| Box::pin(wrong_attribute(e))),
         ("fault_never_unprepare_fails_every_unprepare", |e| Box::pin(never_unprepare(e))),
+        ("fault_no_slice_reconcile_leaves_deleted_slices_gone", |e| Box::pin(no_slice_reconcile(e))),
         ("fault_foreign_slice_publishes_for_another_node", |e| Box::pin(foreign_slice(e))),
         ("fault_wrong_capacity_publishes_a_wrong_quantity", |e| Box::pin(wrong_capacity(e))),
         ("fault_phantom_devices_are_published_but_not_prepared", |e| Box::pin(phantom_devices(e))),
@@ -234,6 +235,23 @@ async fn no_owner_reference(env: Env) {
     let (_driver, _) = setup(&env, "f-noowner", &["no-owner-reference"]).await;
     let owners = slice(&client, "f-noowner").await.metadata.owner_references.unwrap_or_default();
     assert!(owners.is_empty(), "plugin.slices.owned-by-node is broken: {owners:?}");
+}
+
+async fn no_slice_reconcile(env: Env) {
+    let client = env.client().await;
+    let (mut driver, _) = setup(&env, "f-noreconcile", &["no-slice-reconcile"]).await;
+    let name = slice(&client, "f-noreconcile").await.metadata.name.unwrap();
+    // What a starting kubelet does to its node's slices; the good driver re-creates them
+    // within a second (tests/plugin.rs).
+    let api: kube::Api<k8s_openapi::api::resource::v1::ResourceSlice> = kube::Api::all(client.clone());
+    api.delete(&name, &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(slices_of(&client, "f-noreconcile").await.is_empty(), "node.restart.driver-recovers is broken on purpose");
+    assert!(driver.log().contains("fault no-slice-reconcile"), "{}", driver.log());
+    // Only a start of the driver publishes again.
+    assert!(driver.terminate().await.success());
+    driver.start().await;
+    slice(&client, "f-noreconcile").await;
 }
 
 async fn wipe_slices_on_start(env: Env) {

@@ -33,7 +33,7 @@ pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work
 pub const DRIVER_RESTART_SLICES_KEPT: &str = "driver.restart.slices-kept";
 
 // nodeRestart
-pub const NODE_RESTART_REPREPARED_IDEMPOTENTLY: &str = "node.restart.reprepared-idempotently";
+pub const NODE_RESTART_DRIVER_RECOVERS: &str = "node.restart.driver-recovers";
 
 // nodeRemoval
 pub const NODE_REMOVAL_SLICES_GONE: &str = "node.removal.slices-gone";
@@ -64,7 +64,7 @@ pub const ALL: &[&str] = &[
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
-    NODE_RESTART_REPREPARED_IDEMPOTENTLY,
+    NODE_RESTART_DRIVER_RECOVERS,
     NODE_REMOVAL_SLICES_GONE,
     NODE_REMOVAL_PODS_GONE,
     NODE_REMOVAL_CLAIMS_DEALLOCATED,

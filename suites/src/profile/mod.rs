@@ -309,8 +309,9 @@ impl DriverRestart {
     }
 }
 
-/// After a kubelet (node) restart, the claims of running pods are prepared again, and
-/// preparing them again changes nothing.
+/// A kubelet (node) restart, with containers and checkpoints kept: the driver publishes its
+/// devices again after the kubelet's start-up wipe, running pods keep their claims, a claim
+/// prepared before the restart is unprepared when its pod goes, and new claims are prepared.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeRestart {}
@@ -508,7 +509,7 @@ impl Profile {
             ]);
         }
         if g.node_restart.is_some() {
-            out.push(ids::NODE_RESTART_REPREPARED_IDEMPOTENTLY);
+            out.push(ids::NODE_RESTART_DRIVER_RECOVERS);
         }
         if g.node_removal.is_some() {
             out.extend([

@@ -120,6 +120,8 @@ pub struct RealNode {
 
 /// How long a node may take from kubelet start to Ready (measured: about 1 s).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long containerd may take to answer on its socket (measured: well under a second).
+const CONTAINERD_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl RealNode {
     /// Starts node number `index` (0-based) of the cluster: containerd, the images, the
@@ -175,8 +177,28 @@ impl RealNode {
         let pid = proc.record().pid;
         self.containerd = Some(proc);
         self.env.cgroups.add(&runtime_cgroup, pid).map_err(ClusterError::io("moving containerd into its cgroup"))?;
-        if let Err(last) = containerd::wait_ready(&self.env.stack.ctr, &dirs, Duration::from_secs(30)).await {
-            return Err(self.component_failed("containerd", &log, last));
+        // A containerd that exits (a socket path it cannot take, a bad config) is named at once
+        // with its exit status, not after the whole wait.
+        let ctr = self.env.stack.ctr.clone();
+        let ready = containerd::wait_ready(&ctr, &dirs, CONTAINERD_TIMEOUT);
+        tokio::pin!(ready);
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut ready => break outcome,
+                () = tokio::time::sleep(Duration::from_millis(100)) => {
+                    if let Some(status) = self.containerd.as_mut().and_then(Supervised::exited) {
+                        return Err(ClusterError::ComponentDied {
+                            component: format!("containerd of {}", self.cfg.name),
+                            status: status.to_string(),
+                            tail: log_tail(&log, 15),
+                            log,
+                        });
+                    }
+                }
+            }
+        };
+        if let Err(last) = outcome {
+            return Err(self.component_failed("containerd", &log, CONTAINERD_TIMEOUT, last));
         }
         for archive in [&self.env.images.pause, &self.env.images.workload] {
             images::import(&self.env.stack.ctr, &dirs.socket(), archive).await?;
@@ -245,13 +267,13 @@ impl RealNode {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        Err(self.component_failed("kubelet", &self.log_path(), last))
+        Err(self.component_failed("kubelet", &self.log_path(), READY_TIMEOUT, last))
     }
 
-    fn component_failed(&self, name: &str, log: &Path, last: String) -> ClusterError {
+    fn component_failed(&self, name: &str, log: &Path, timeout: Duration, last: String) -> ClusterError {
         ClusterError::NotHealthy {
             component: format!("{name} of {}", self.cfg.name),
-            timeout_s: READY_TIMEOUT.as_secs(),
+            timeout_s: timeout.as_secs(),
             last,
             log: log.to_path_buf(),
             tail: log_tail(log, 15),
