@@ -117,7 +117,8 @@ pub struct LocalCluster {
     running: Running,
     lifetime: Lifetime,
     pub startup: Duration,
-    /// Finding or building the binaries before the start; not part of `startup`.
+    /// Finding or building the binaries (the control plane's, and the real nodes' when the
+    /// first is added); not part of `startup`.
     pub build: Duration,
 }
 
@@ -472,6 +473,8 @@ impl LocalCluster {
                     self.info.kubernetes_version
                 ),
             })?;
+            // Building the node programs is, like the control plane's build, not start-up.
+            let building = Instant::now();
             let env = RealNodeEnv::prepare(
                 release,
                 self.running.state.path(),
@@ -480,6 +483,7 @@ impl LocalCluster {
                 &self.progress,
             )
             .await?;
+            self.build += building.elapsed();
             self.real = Some(Arc::new(env));
         }
         let mut said = std::time::Instant::now();

@@ -8,6 +8,17 @@ use super::node::{EmulatedNode, NodeConfig};
 use super::real::{NodeKind, RealNode};
 use crate::error::Result;
 
+/// Deletes the Node object of a removed node; the garbage collector then removes its slices
+/// and the pod GC its pods.
+pub(crate) async fn delete_node(client: &kube::Client, name: &str) -> Result<()> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    nodes
+        .delete(name, &kube::api::DeleteParams::default())
+        .await
+        .map_err(crate::error::ClusterError::kube(format!("deleting node {name}")))?;
+    Ok(())
+}
+
 pub enum LocalNode {
     Emulated(EmulatedNode),
     Real(RealNode),

@@ -17,8 +17,6 @@ mod runtime;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -152,12 +150,7 @@ impl EmulatedNode {
     /// garbage collector then removes the node's slices.
     pub async fn remove(mut self) -> Result<()> {
         self.shutdown().await;
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        nodes
-            .delete(&self.cfg.name, &DeleteParams::default())
-            .await
-            .map_err(ClusterError::kube(format!("deleting node {}", self.cfg.name)))?;
-        Ok(())
+        super::nodes::delete_node(&self.client, &self.cfg.name).await
     }
 
     async fn shutdown(&mut self) {

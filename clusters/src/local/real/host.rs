@@ -18,6 +18,9 @@ const CONTAINER_LOG_LINKS: &str = "/var/log/containers";
 const SHIM_SOCKETS: &str = "/run/containerd/s";
 /// libcni's cache dir; fixed in containerd's CNI library.
 const CNI_CACHE: &str = "/var/lib/cni";
+/// Where the kubelet's device manager listens (`kubelet.sock`), whatever its `--root-dir`:
+/// `pluginapi.KubeletSocket` is a constant.
+const DEVICE_PLUGINS: &str = "/var/lib/kubelet/device-plugins";
 
 /// Why this machine cannot run real nodes, or `Ok` with its cgroup layout.
 pub fn check_support() -> Result<Cgroups, String> {
@@ -260,6 +263,10 @@ pub struct SysctlsBefore {
     /// `/run/containerd/s` whatever its state dir.
     #[serde(default)]
     pub shim_sockets_existed: bool,
+    /// Whether `/var/lib/kubelet` existed: the kubelet creates [`DEVICE_PLUGINS`] in it
+    /// whatever its root dir.
+    #[serde(default)]
+    pub kubelet_dir_existed: bool,
 }
 
 const SYSCTLS_FILE: &str = "host-before.json";
@@ -282,6 +289,7 @@ impl SysctlsBefore {
             container_log_links_existed: Path::new(CONTAINER_LOG_LINKS).exists(),
             cni_cache_existed: Path::new(CNI_CACHE).exists(),
             shim_sockets_existed: Path::new(SHIM_SOCKETS).parent().is_some_and(Path::exists),
+            kubelet_dir_existed: Path::new(DEVICE_PLUGINS).parent().is_some_and(Path::exists),
         };
         std::fs::write(&path, serde_json::to_vec_pretty(&before).map_err(io::Error::other)?)?;
         Ok(before)
@@ -317,6 +325,12 @@ impl SysctlsBefore {
         if !self.cni_cache_existed {
             for dir in ["results", ""] {
                 let _ = std::fs::remove_dir(Path::new(CNI_CACHE).join(dir));
+            }
+        }
+        remove_dead_sockets(Path::new(DEVICE_PLUGINS));
+        if !self.kubelet_dir_existed {
+            for dir in [DEVICE_PLUGINS, "/var/lib/kubelet"] {
+                let _ = std::fs::remove_dir(dir);
             }
         }
         changed
@@ -360,6 +374,23 @@ pub fn remove_dead_shim_sockets() -> usize {
     for entry in std::fs::read_dir(SHIM_SOCKETS).into_iter().flatten().flatten() {
         let path = entry.path().display().to_string();
         if !bound.lines().any(|l| l.ends_with(&path)) && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes the sockets in `dir` that nothing listens on (a stopped kubelet's `kubelet.sock`).
+fn remove_dead_sockets(dir: &Path) -> usize {
+    use std::os::unix::fs::FileTypeExt as _;
+    let bound = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path().display().to_string();
+        if entry.file_type().is_ok_and(|t| t.is_socket())
+            && !bound.lines().any(|l| l.ends_with(&path))
+            && std::fs::remove_file(entry.path()).is_ok()
+        {
             removed += 1;
         }
     }

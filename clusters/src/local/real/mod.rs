@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 
 use self::containerd::{ContainerdConfig, ContainerdDirs};
 use self::host::{Cgroups, SysctlsBefore};
@@ -294,12 +294,7 @@ impl RealNode {
     /// once) and its Node object is deleted.
     pub async fn remove(mut self) -> Result<()> {
         self.teardown();
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        nodes
-            .delete(&self.cfg.name, &DeleteParams::default())
-            .await
-            .map_err(ClusterError::kube(format!("deleting node {}", self.cfg.name)))?;
-        Ok(())
+        super::nodes::delete_node(&self.client, &self.cfg.name).await
     }
 
     /// Gives up the node's processes to the state dir's records (a detached `cluster up`):
