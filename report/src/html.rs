@@ -18,7 +18,7 @@ pub fn render(r: &RunResult) -> String {
         ("driver artifact", r.driver.artifact.clone()),
         ("Kubernetes", r.cluster.kubernetes_version.clone()),
         ("resource.k8s.io", r.cluster.resource_api_versions.join(", ")),
-        ("cluster", format!("{}, {} nodes", r.cluster.provider, r.cluster.nodes)),
+        ("cluster", r.cluster.describe()),
         (
             "feature gates",
             if r.cluster.feature_gates.is_empty() { "(defaults)".into() } else { r.cluster.feature_gates.clone() },

@@ -67,7 +67,10 @@ pub fn build(runs: &[(PathBuf, RunResult)], out_dir: &Path) -> Matrix {
             driver: r.driver.name.clone(),
             driver_version: r.driver.version.clone(),
             kubernetes: r.cluster.kubernetes_version.clone(),
-            cluster: r.cluster.provider.clone(),
+            cluster: match &r.cluster.node_kind {
+                Some(kind) => format!("{} ({kind} nodes)", r.cluster.provider),
+                None => r.cluster.provider.clone(),
+            },
             page: link(&path.with_extension("html"), out_dir),
             started_at: r.started_at.clone(),
         };

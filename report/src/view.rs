@@ -54,8 +54,11 @@ impl std::fmt::Display for Counts {
 /// One line that says what was checked where.
 pub fn headline(r: &RunResult) -> String {
     format!(
-        "{} {} on Kubernetes {} ({}, {} nodes)",
-        r.driver.name, r.driver.version, r.cluster.kubernetes_version, r.cluster.provider, r.cluster.nodes
+        "{} {} on Kubernetes {} ({})",
+        r.driver.name,
+        r.driver.version,
+        r.cluster.kubernetes_version,
+        r.cluster.describe()
     )
 }
 

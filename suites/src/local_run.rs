@@ -95,6 +95,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         resource_api_versions: cluster.resource_api_versions().to_vec(),
         feature_gates: cluster.info().feature_gates.clone(),
         nodes: cluster.nodes().len(),
+        node_kind: Some(cluster.node_kind().name().to_string()),
     };
     let driver = driver_facts(&cfg.adapter);
     let access = cfg.adapter.spec.clone().map(|spec| PluginAccess {
@@ -232,6 +233,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         resource_api_versions: served,
         feature_gates: String::new(),
         nodes: 0,
+        node_kind: None,
     };
     let driver = driver_facts(&cfg.adapter);
     let work =
@@ -446,6 +448,7 @@ mod tests {
             resource_api_versions: Vec::new(),
             feature_gates: String::new(),
             nodes: 1,
+            node_kind: Some("real".into()),
         };
         let driver = DriverFacts { name: "d".into(), version: "1".into(), artifact: "a".into() };
         let build = Duration::from_secs(90);

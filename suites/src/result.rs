@@ -80,6 +80,18 @@ pub struct ClusterFacts {
     pub resource_api_versions: Vec<String>,
     pub feature_gates: String,
     pub nodes: usize,
+    /// On the local cluster: `real` (the upstream kubelet, containerd and runc) or `emulated`
+    /// nodes, since a verdict is only as real as the node that gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_kind: Option<String>,
+}
+
+impl ClusterFacts {
+    /// `local, 7 real nodes`; `kubeconfig, 3 nodes`.
+    pub fn describe(&self) -> String {
+        let kind = self.node_kind.as_deref().map_or(String::new(), |k| format!("{k} "));
+        format!("{}, {} {kind}nodes", self.provider, self.nodes)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

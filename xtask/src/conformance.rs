@@ -418,7 +418,7 @@ fn print_summary(r: &RunResult) {
         r.driver.name,
         r.driver.version,
         r.cluster.kubernetes_version,
-        r.cluster.provider,
+        r.cluster.describe(),
         r.duration_seconds
     );
     let row = |scope: &str, g: &dracheck_suites::result::GuaranteeResult| {

@@ -341,14 +341,17 @@ fn proc_sys(key: &str) -> PathBuf {
     Path::new("/proc/sys").join(key)
 }
 
-/// Any process named `kubelet` on the machine.
+/// Any process named `kubelet` on the machine that still runs: the zombie of a killed run's
+/// kubelet stays in /proc until init reaps it (seconds later on some machines), and must not
+/// keep the reap of that run from putting the machine back.
 fn other_kubelet_running() -> bool {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
-        .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "kubelet"))
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kubelet"))
+        .any(|pid| crate::local::process::proc_stat(pid).is_some_and(|s| s.state != 'Z'))
 }
 
 /// Removes libcni's cached results of the pods whose network namespace was under
