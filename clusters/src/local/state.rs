@@ -149,6 +149,8 @@ impl StateDir {
                         } else if let Some(p) = info.first_alive() {
                             return Err(ClusterError::AlreadyRunning { state_dir: path, pid: p.pid });
                         }
+                        // Its real nodes' containers, mounts and cgroups, before the dir goes.
+                        super::real::scrub(&path);
                         std::fs::remove_dir_all(&path)
                             .map_err(ClusterError::io(format!("clearing the stale state in {}", path.display())))?;
                     }

@@ -248,8 +248,11 @@ pub fn unmount_under(dir: &Path) -> usize {
     count
 }
 
-/// The kernel settings as they were before the first real node of a cluster started, kept in
-/// the cluster's state dir so that teardown (also of a killed run) can write them back.
+/// The machine as it was before the first real node started: one record for the whole machine
+/// (two clusters side by side would otherwise each take the other's kubelet's settings for the
+/// machine's), written by the first real node of any cluster and removed by the restore that
+/// finds no kubelet left. It lives in `/run`, which a reboot empties, as it resets the
+/// settings.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SysctlsBefore {
     pub values: BTreeMap<String, String>,
@@ -269,16 +272,27 @@ pub struct SysctlsBefore {
     pub kubelet_dir_existed: bool,
 }
 
-const SYSCTLS_FILE: &str = "host-before.json";
+/// The machine-wide record.
+pub const MACHINE_RECORD: &str = "/run/dracheck/host-before.json";
+/// In a cluster's state dir: the cluster runs (or ran) real nodes, so its teardown scrubs.
+const REAL_NODES_MARK: &str = "real-nodes";
+
+/// Whether the cluster in `state_dir` started real nodes.
+pub fn has_real_nodes(state_dir: &Path) -> bool {
+    state_dir.join(REAL_NODES_MARK).exists()
+}
 
 impl SysctlsBefore {
-    /// Reads the current values, once per state dir: a later node of the same cluster finds
-    /// the record and keeps it (by then the kubelet has changed them).
+    /// Marks the cluster in `state_dir` as one with real nodes and returns the machine's
+    /// record, made now if there is none: a later node (of this or another cluster) finds the
+    /// record and keeps it, since by then a kubelet has changed the values.
     pub fn record_once(state_dir: &Path) -> io::Result<SysctlsBefore> {
-        let path = state_dir.join(SYSCTLS_FILE);
-        if let Ok(text) = std::fs::read_to_string(&path)
-            && let Ok(before) = serde_json::from_str(&text)
-        {
+        std::fs::write(state_dir.join(REAL_NODES_MARK), "")?;
+        Self::record_once_at(Path::new(MACHINE_RECORD))
+    }
+
+    fn record_once_at(path: &Path) -> io::Result<SysctlsBefore> {
+        if let Some(before) = Self::load_at(path) {
             return Ok(before);
         }
         let before = SysctlsBefore {
@@ -291,19 +305,41 @@ impl SysctlsBefore {
             shim_sockets_existed: Path::new(SHIM_SOCKETS).parent().is_some_and(Path::exists),
             kubelet_dir_existed: Path::new(DEVICE_PLUGINS).parent().is_some_and(Path::exists),
         };
-        std::fs::write(&path, serde_json::to_vec_pretty(&before).map_err(io::Error::other)?)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // Two runs starting together: the first to create the file wins, the other reads it.
+        let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                return Self::load_at(path).ok_or(e);
+            }
+            Err(e) => return Err(e),
+        };
+        io::Write::write_all(&mut file, &serde_json::to_vec_pretty(&before).map_err(io::Error::other)?)?;
         Ok(before)
     }
 
-    pub fn load(state_dir: &Path) -> Option<SysctlsBefore> {
-        serde_json::from_str(&std::fs::read_to_string(state_dir.join(SYSCTLS_FILE)).ok()?).ok()
+    /// The machine's record, while a real node runs or a run's leftovers are not cleaned up.
+    pub fn load() -> Option<SysctlsBefore> {
+        Self::load_at(Path::new(MACHINE_RECORD))
     }
 
-    /// Writes the recorded values back, unless another kubelet still runs on this machine
-    /// (it set them, and would set them again). Returns the settings it changed.
+    fn load_at(path: &Path) -> Option<SysctlsBefore> {
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    }
+
+    /// Writes the recorded values back and removes the record, unless a kubelet still runs
+    /// on this machine (it set them, and would set them again; the last one's teardown
+    /// restores). Returns the settings it changed.
     pub fn restore(&self) -> Vec<String> {
         if other_kubelet_running() {
             return Vec::new();
+        }
+        let _ = std::fs::remove_file(MACHINE_RECORD);
+        if let Some(dir) = Path::new(MACHINE_RECORD).parent() {
+            let _ = std::fs::remove_dir(dir);
         }
         let mut changed = Vec::new();
         for (key, value) in &self.values {
@@ -425,16 +461,18 @@ mod tests {
     }
 
     #[test]
-    fn sysctls_are_recorded_once_per_state_dir() {
+    fn the_machine_is_recorded_once_for_every_cluster() {
         let dir = tempfile::tempdir().unwrap();
-        let first = SysctlsBefore::record_once(dir.path()).unwrap();
+        let record = dir.path().join("run/host-before.json");
+        let first = SysctlsBefore::record_once_at(&record).unwrap();
         assert_eq!(first.values.len(), KUBELET_SYSCTLS.len(), "{first:?}");
         let mut changed = first.clone();
         changed.values.insert("kernel/panic".into(), "12345".into());
-        std::fs::write(dir.path().join(SYSCTLS_FILE), serde_json::to_vec(&changed).unwrap()).unwrap();
-        // The second node of the cluster keeps the first record, not what it reads now.
-        assert_eq!(SysctlsBefore::record_once(dir.path()).unwrap(), changed);
-        assert_eq!(SysctlsBefore::load(dir.path()).unwrap(), changed);
+        std::fs::write(&record, serde_json::to_vec(&changed).unwrap()).unwrap();
+        // A later node, of this or another cluster, keeps the first record, not what it reads
+        // now (a kubelet has changed it by then).
+        assert_eq!(SysctlsBefore::record_once_at(&record).unwrap(), changed);
+        assert_eq!(SysctlsBefore::load_at(&record).unwrap(), changed);
     }
 
     #[test]

@@ -409,7 +409,9 @@ pub fn scrub_node(cgroups: &Cgroups, prefix: &str, root: &Path, name: &str) -> V
 /// settings recorded before its first node started. A cluster without real nodes has
 /// nothing to scrub.
 pub fn scrub(cluster_dir: &Path) -> Vec<String> {
-    let Some(before) = SysctlsBefore::load(cluster_dir) else { return Vec::new() };
+    if !host::has_real_nodes(cluster_dir) {
+        return Vec::new();
+    }
     let mut found = Vec::new();
     if let Some(cgroups) = Cgroups::detect() {
         let prefix = kubelet::cluster_prefix(cluster_dir);
@@ -425,7 +427,9 @@ pub fn scrub(cluster_dir: &Path) -> Vec<String> {
             }
         }
     }
-    found.extend(before.restore().into_iter().map(|s| format!("restored {s}")));
+    if let Some(before) = SysctlsBefore::load() {
+        found.extend(before.restore().into_iter().map(|s| format!("restored {s}")));
+    }
     found
 }
 
