@@ -206,7 +206,9 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "register-first-start-only",
         misbehaviour: "a restarted driver serves DRA but offers no registration socket, so the kubelet never learns it is back",
-        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NEW_CLAIMS_WORK]],
+        // The node-restart scenario shares its node with the driver-restart scenario, which
+        // runs first: the kubelet that restarts there finds no plugin to register.
+        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NEW_CLAIMS_WORK, NODE_RESTART_DRIVER_RECOVERS]],
         may_break: &[],
     },
     FaultCase {

@@ -81,9 +81,9 @@ pub enum Fault {
     ResetDevicesOnStart,
     /// `register-first-start-only`: only the first start on a state dir offers the
     /// registration socket; a restarted driver serves DRA but the kubelet never learns it is
-    /// back. Breaks `plugin.restart.keeps-state` and `driver.restart.new-claims-work`; a
-    /// kubelet restart alone does not restart the driver, and the restarted kubelet finds the
-    /// first start's registration socket still there.
+    /// back. Breaks `plugin.restart.keeps-state` and `driver.restart.new-claims-work`, and
+    /// `node.restart.driver-recovers` on the node where the driver restart ran first (a kubelet
+    /// restart alone does not restart the driver: it finds the first start's socket).
     RegisterFirstStartOnly,
     /// `register-v1beta1-only`: GetInfo offers only `v1beta1.DRAPlugin`, like a driver whose
     /// registration was not updated for the v1 API; both services are still served, so a
