@@ -15,7 +15,7 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 const NODE_DEPENDENT: &[&str] = &["strict-authority", "cdi-without-spec", "never-unprepare", "reset-devices-on-start"];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).
-const CONCURRENT_RUNS: usize = 3;
+const CONCURRENT_RUNS: usize = 2;
 
 fn node_dependent() -> Vec<&'static FaultCase> {
     FAULTS

@@ -11,6 +11,23 @@ use std::time::{Duration, Instant};
 /// The kernel settings the kubelet sets at start-up (`setupKernelTunables`), as
 /// `/proc/sys` paths.
 pub const KUBELET_SYSCTLS: &[&str] = &["vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"];
+/// The inotify instances one user may hold. Measured: a real node's kubelet holds 6 and its
+/// containerd 2, a control plane 13; Debian's default of 128 stops the kubelet of the 15th
+/// node on a machine (cAdvisor: `inotify_init: too many open files`). dracheck raises it to
+/// [`INOTIFY_INSTANCES`] while real nodes run, and puts it back with the kubelet's settings.
+pub const INOTIFY_SYSCTL: &str = "fs/inotify/max_user_instances";
+pub const INOTIFY_INSTANCES: u64 = 8192;
+
+/// Raises the inotify instance limit to [`INOTIFY_INSTANCES`] unless it is that high already;
+/// returns whether it changed it. The value before is in the machine's record.
+pub fn raise_inotify_instances() -> io::Result<bool> {
+    let now: u64 = std::fs::read_to_string(proc_sys(INOTIFY_SYSCTL))?.trim().parse().map_err(io::Error::other)?;
+    if now >= INOTIFY_INSTANCES {
+        return Ok(false);
+    }
+    std::fs::write(proc_sys(INOTIFY_SYSCTL), INOTIFY_INSTANCES.to_string())?;
+    Ok(true)
+}
 
 /// The directory the kubelet writes container log links into; fixed in the kubelet.
 const CONTAINER_LOG_LINKS: &str = "/var/log/containers";
@@ -298,6 +315,7 @@ impl SysctlsBefore {
         let before = SysctlsBefore {
             values: KUBELET_SYSCTLS
                 .iter()
+                .chain([&INOTIFY_SYSCTL])
                 .filter_map(|k| Some((k.to_string(), std::fs::read_to_string(proc_sys(k)).ok()?.trim().to_string())))
                 .collect(),
             container_log_links_existed: Path::new(CONTAINER_LOG_LINKS).exists(),
@@ -465,7 +483,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let record = dir.path().join("run/host-before.json");
         let first = SysctlsBefore::record_once_at(&record).unwrap();
-        assert_eq!(first.values.len(), KUBELET_SYSCTLS.len(), "{first:?}");
+        assert_eq!(first.values.len(), KUBELET_SYSCTLS.len() + 1, "{first:?}");
         let mut changed = first.clone();
         changed.values.insert("kernel/panic".into(), "12345".into());
         std::fs::write(&record, serde_json::to_vec(&changed).unwrap()).unwrap();

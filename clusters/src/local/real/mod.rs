@@ -85,6 +85,7 @@ impl RealNodeEnv {
     ) -> Result<RealNodeEnv> {
         let (cgroups, stack, images) = prebuild(release, progress).await?;
         SysctlsBefore::record_once(cluster_dir).map_err(ClusterError::io("recording the kernel settings"))?;
+        host::raise_inotify_instances().map_err(ClusterError::io("raising fs.inotify.max_user_instances"))?;
         Ok(RealNodeEnv {
             stack,
             images,
