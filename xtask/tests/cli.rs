@@ -458,3 +458,49 @@ fn a_misnamed_or_silent_plugin_is_named_within_a_bounded_time() {
     assert!(text(&out).contains("--driver-arg points it at the node's dirs"), "{}", text(&out));
     assert_eq!(processes_mentioning(tmp.path()), Vec::<String>::new(), "the silent plugin was stopped");
 }
+
+/// `cluster up` with real nodes: the upstream kubelet and containerd run the node, the mock
+/// registers with that kubelet and publishes, and `down` leaves no process, cgroup or mount.
+#[test]
+fn cluster_up_with_real_nodes_and_down_leaves_nothing() {
+    if let Err(reason) = dracheck_clusters::local::real::host::check_support() {
+        eprintln!("skipped: real nodes cannot run here ({reason})");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let state_s = state.to_str().unwrap();
+    let up = xtask(
+        &["cluster", "up", "--state-dir", state_s, "--nodes", "1", "--driver", "mock", "--node-kind", "real"],
+        &[],
+    );
+    assert!(up.status.success(), "{}", text(&up));
+    assert!(text(&up).contains("starting 1 real node(s)"), "{}", text(&up));
+    let kubeconfig = String::from_utf8_lossy(&up.stdout).lines().last().unwrap_or_default().to_string();
+    let ours = |name: &str| processes_mentioning(&state).iter().any(|p| p.contains(name));
+    assert!(ours("bin/kubelet") && ours("bin/containerd"), "{:?}", processes_mentioning(&state));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (runtime_version, slices) = rt.block_on(async {
+        let client = dracheck_clusters::local::client_for(Path::new(&kubeconfig), None).await.unwrap();
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        let node = nodes.get("node-1").await.unwrap();
+        let version = node.status.and_then(|s| s.node_info).map(|i| i.container_runtime_version).unwrap_or_default();
+        let slices: kube::Api<k8s_openapi::api::resource::v1::ResourceSlice> = kube::Api::all(client);
+        (version, slices.list(&Default::default()).await.unwrap().items.len())
+    });
+    assert!(runtime_version.starts_with("containerd://2."), "the node runs containerd: {runtime_version:?}");
+    assert_eq!(slices, 1, "the mock registered with the real kubelet and published its slice");
+
+    let prefix = dracheck_clusters::local::real::kubelet::cluster_prefix(&state);
+    let down = xtask(&["cluster", "down", "--state-dir", state_s], &[]);
+    assert!(down.status.success(), "{}", text(&down));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_mentioning(&state).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(processes_mentioning(&state), Vec::<String>::new(), "nothing of the node survives `down`");
+    let cgroups = dracheck_clusters::local::real::host::Cgroups::detect().unwrap();
+    assert_eq!(cgroups.named_with_prefix(&prefix), Vec::<String>::new(), "the node's cgroups are removed");
+    assert!(dracheck_clusters::local::real::host::mounts_under(&state).is_empty(), "no mount is left");
+}
