@@ -152,7 +152,6 @@ mod tests {
     use std::collections::BTreeSet;
     use std::io::Write as _;
     use std::process::{Command, Stdio};
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
 
@@ -273,46 +272,53 @@ mod tests {
 
     /// A network namespace of the test, deleted on drop (also when the test panics).
     struct Netns {
-        name: String,
+        /// Removed after the namespace's mount (fields drop after `Drop::drop`).
+        _dir: tempfile::TempDir,
+        file: PathBuf,
     }
 
     impl Netns {
-        /// `None`, with the reason printed, where the test cannot create one.
+        /// `None`, with the reason printed, where the test cannot create one. The namespace is
+        /// kept by a bind mount on a file of the test's own temp dir (`unshare --net=FILE`),
+        /// not under `/run/netns`: `ip netns add` would leave that dir and its mount behind.
         fn add() -> Option<Netns> {
-            static N: AtomicUsize = AtomicUsize::new(0);
             // SAFETY: geteuid has no preconditions.
             if unsafe { libc::geteuid() } != 0 {
                 eprintln!("skipped: creating network namespaces needs root");
                 return None;
             }
-            let name = format!("dracheck-cni-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-            match Command::new("ip").args(["netns", "add", &name]).output() {
-                Ok(out) if out.status.success() => Some(Netns { name }),
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("netns");
+            std::fs::write(&file, "").unwrap();
+            match Command::new("unshare").arg(format!("--net={}", file.display())).arg("true").output() {
+                Ok(out) if out.status.success() => Some(Netns { _dir: dir, file }),
                 Ok(out) => {
-                    eprintln!("skipped: `ip netns add` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+                    eprintln!("skipped: `unshare --net` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
                     None
                 }
                 Err(e) => {
-                    eprintln!("skipped: `ip` did not run: {e}");
+                    eprintln!("skipped: `unshare` did not run: {e}");
                     None
                 }
             }
         }
 
         fn path(&self) -> PathBuf {
-            PathBuf::from("/run/netns").join(&self.name)
+            self.file.clone()
         }
 
         /// A command's output inside the namespace.
         fn run(&self, args: &[&str]) -> String {
-            let out = Command::new("ip").args(["netns", "exec", &self.name]).args(args).output().unwrap();
+            let out =
+                Command::new("nsenter").arg(format!("--net={}", self.file.display())).args(args).output().unwrap();
             String::from_utf8_lossy(&out.stdout).into_owned()
         }
     }
 
     impl Drop for Netns {
         fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+            let _ = Command::new("umount").arg(&self.file).status();
+            let _ = std::fs::remove_file(&self.file);
         }
     }
 
