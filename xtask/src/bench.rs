@@ -53,12 +53,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Peak resident memory (VmHWM) of a process, in MiB.
 fn peak_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0)
+    dracheck_clusters::local::process::status_mib(pid, "VmHWM")
 }
 
 async fn cluster_up(runs: usize) -> u8 {

@@ -147,6 +147,16 @@ fn signal_group(pid: u32, sig: libc::c_int) {
     }
 }
 
+/// A memory field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in MiB; 0 once the process
+/// is gone.
+pub fn status_mib(pid: u32, field: &str) -> f64 {
+    let prefix = format!("{field}:");
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(&prefix))?.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
 /// The fields of `/proc/<pid>/stat` that we need.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcStat {

@@ -370,7 +370,8 @@ impl SysctlsBefore {
             // Only when empty: another kubelet's links stay.
             let _ = std::fs::remove_dir(CONTAINER_LOG_LINKS);
         }
-        remove_dead_shim_sockets();
+        // A killed shim leaves its socket; a live containerd's shims' are bound and stay.
+        remove_dead_sockets(Path::new(SHIM_SOCKETS));
         if !self.shim_sockets_existed {
             for dir in [SHIM_SOCKETS, "/run/containerd"] {
                 let _ = std::fs::remove_dir(dir);
@@ -423,21 +424,8 @@ pub fn remove_cni_results(node_root: &Path) -> usize {
     removed
 }
 
-/// Removes the shim sockets nothing listens on any more (a killed shim leaves its socket);
-/// a live containerd's are bound, and stay.
-pub fn remove_dead_shim_sockets() -> usize {
-    let bound = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    let mut removed = 0;
-    for entry in std::fs::read_dir(SHIM_SOCKETS).into_iter().flatten().flatten() {
-        let path = entry.path().display().to_string();
-        if !bound.lines().any(|l| l.ends_with(&path)) && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
-}
-
-/// Removes the sockets in `dir` that nothing listens on (a stopped kubelet's `kubelet.sock`).
+/// Removes the sockets in `dir` that nothing listens on (a stopped kubelet's `kubelet.sock`, a
+/// killed shim's socket).
 fn remove_dead_sockets(dir: &Path) -> usize {
     use std::os::unix::fs::FileTypeExt as _;
     let bound = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();

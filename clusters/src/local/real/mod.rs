@@ -436,10 +436,7 @@ pub fn scrub(cluster_dir: &Path) -> Vec<String> {
 
 /// `VmRSS` of a process in MiB; 0 once it is gone.
 pub fn resident_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
+    super::process::status_mib(pid, "VmRSS")
 }
 
 /// Reads the kubelet's `dra_manager_state`: a JSON envelope whose `Data` is the JSON of the
