@@ -586,24 +586,6 @@ impl LocalCluster {
         self.nodes.clear();
         self.running.teardown();
     }
-
-    /// Hands the real nodes' processes to the state dir's records, for a detached cluster
-    /// whose `cluster down` stops them and scrubs what they leave.
-    pub fn release_real_nodes(&mut self) -> Result<()> {
-        let dir = self.running.state.path().to_path_buf();
-        let mut info = ClusterInfo::load(&dir).unwrap_or_else(|_| self.info.clone());
-        let (real, emulated): (Vec<LocalNode>, Vec<LocalNode>) =
-            self.nodes.drain(..).partition(|n| n.kind() == NodeKind::Real);
-        self.nodes = emulated;
-        for node in real {
-            if let LocalNode::Real(n) = node {
-                info.processes.extend(n.release());
-            }
-        }
-        info.save(&dir)?;
-        self.info = info;
-        Ok(())
-    }
 }
 
 const SERVICE_RANGE: &str = "10.0.0.0/24";

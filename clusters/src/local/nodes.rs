@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::node::{EmulatedNode, NodeConfig};
-use super::real::{NodeKind, RealNode};
+use super::real::RealNode;
 use crate::error::Result;
 
 /// Deletes the Node object of a removed node; the garbage collector then removes its slices
@@ -25,13 +25,6 @@ pub enum LocalNode {
 }
 
 impl LocalNode {
-    pub fn kind(&self) -> NodeKind {
-        match self {
-            LocalNode::Emulated(_) => NodeKind::Emulated,
-            LocalNode::Real(_) => NodeKind::Real,
-        }
-    }
-
     pub fn name(&self) -> &str {
         match self {
             LocalNode::Emulated(n) => n.name(),

@@ -27,7 +27,7 @@ use super::Progress;
 use super::node::NodeConfig;
 use super::pki::Pki;
 use super::ports;
-use super::process::{Lifetime, ProcessRecord, Supervised};
+use super::process::{Lifetime, Supervised};
 use super::versions::Release;
 use crate::error::{ClusterError, Result, log_tail};
 
@@ -67,7 +67,6 @@ pub struct RealNodeEnv {
     pub stack: NodeStack,
     pub images: NodeImages,
     cgroups: Cgroups,
-    cluster_dir: PathBuf,
     server: String,
     feature_gates: String,
     prefix: String,
@@ -90,7 +89,6 @@ impl RealNodeEnv {
             stack,
             images,
             cgroups,
-            cluster_dir: cluster_dir.to_path_buf(),
             server: server.to_string(),
             feature_gates: feature_gates.to_string(),
             prefix: kubelet::cluster_prefix(cluster_dir),
@@ -298,13 +296,6 @@ impl RealNode {
         super::nodes::delete_node(&self.client, &self.cfg.name).await
     }
 
-    /// Gives up the node's processes to the state dir's records (a detached `cluster up`):
-    /// `cluster down` stops them and [`scrub`]s the node.
-    pub fn release(mut self) -> Vec<ProcessRecord> {
-        self.torn_down = true;
-        [self.kubelet.take(), self.containerd.take()].into_iter().flatten().map(Supervised::release).collect()
-    }
-
     /// What the node holds in memory now: the kubelet, and containerd with its shims and
     /// containers (all in the node's runtime cgroup), in MiB.
     pub fn resident_mib(&self) -> f64 {
@@ -312,10 +303,6 @@ impl RealNode {
         let mut pids = self.env.cgroups.processes(&runtime);
         pids.extend(self.kubelet.as_ref().map(|k| k.record().pid));
         pids.iter().map(|pid| resident_mib(*pid)).sum()
-    }
-
-    pub fn records(&self) -> Vec<ProcessRecord> {
-        [&self.kubelet, &self.containerd].into_iter().flatten().map(|p| p.record().clone()).collect()
     }
 
     /// Stops everything of the node and puts the machine back; idempotent.
@@ -342,10 +329,6 @@ impl RealNode {
 
     pub fn log_path(&self) -> PathBuf {
         self.cfg.root.join("kubelet.log")
-    }
-
-    pub fn cluster_dir(&self) -> &Path {
-        &self.env.cluster_dir
     }
 
     /// The last `lines` lines of the kubelet's log about DRA, plugins, claims and CDI, and
