@@ -104,6 +104,12 @@ pub enum ClusterError {
     )]
     RealNodesUnsupported { reason: String },
 
+    #[error(
+        "{what} needs real nodes: emulated nodes run no container images. Pass --node-kind real (the default; \
+         it needs root and cgroups)."
+    )]
+    RealNodesNeeded { what: String },
+
     #[error("{tool} is not available: {detail}. To fix: {fix}.")]
     MissingTool { tool: String, detail: String, fix: String },
 
@@ -189,7 +195,8 @@ impl ClusterError {
             | ClusterError::MissingTool { .. }
             | ClusterError::CniSetup { .. }
             | ClusterError::ReleaseExists { .. }
-            | ClusterError::TooManyNodes { .. } => EXIT_BAD_INPUT,
+            | ClusterError::TooManyNodes { .. }
+            | ClusterError::RealNodesNeeded { .. } => EXIT_BAD_INPUT,
             ClusterError::InstallFailed(_) => EXIT_INSTALL_FAILED,
             _ => EXIT_CLUSTER_DOWN,
         }

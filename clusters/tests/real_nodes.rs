@@ -296,19 +296,40 @@ fn assert_as_before(before: &HostSnapshot, after: &HostSnapshot, seen: &[&HostSn
     assert!(changes.is_empty(), "the host is not as it was before (+ appeared, - went):\n{}", changes.join("\n"));
 }
 
-/// Asserts that `during` shows the test's nodes: their cgroups, mounts and processes, so that
-/// an unchanged host afterwards means they were removed and not that the snapshot missed them.
+/// Asserts that `during` shows the test's nodes: their cgroups and processes, so that an
+/// unchanged host afterwards means they were removed and not that the snapshot missed them.
+/// Their mounts (pod volumes, netns files, the kubelet's root) stay in the nodes' own mount
+/// namespaces, which end with their last process: the host sees none of them even now.
 fn assert_sees_the_nodes(during: &HostSnapshot, scope: &Scope) {
     let v = during.view(scope);
-    for part in ["cgroup", "mount", "process"] {
+    for part in ["cgroup", "process"] {
         assert!(!v.own(part).is_empty(), "the snapshot finds no {part} of the running nodes: {:#?}", v.own);
     }
+    assert!(v.own("mount").is_empty(), "node mounts leaked into the host's mount namespace: {:#?}", v.own("mount"));
     eprintln!(
-        "while the nodes ran: {} cgroups, {} mounts, {} processes of this test",
+        "while the nodes ran: {} cgroups, {} processes of this test",
         v.own("cgroup").len(),
-        v.own("mount").len(),
         v.own("process").len()
     );
+}
+
+/// The mounts in the mount namespaces of this test's nodes (their containerds'), as mountinfo
+/// lines: what the kubelet and containerd mount stays there.
+fn node_namespace_mounts(during: &HostSnapshot, scope: &Scope) -> Vec<String> {
+    let containerds: Vec<&Proc> =
+        during.processes.iter().filter(|p| p.comm == "containerd" && scope.owns(&p.cmdline)).collect();
+    assert!(!containerds.is_empty(), "a containerd of this test runs");
+    containerds
+        .iter()
+        .flat_map(|c| {
+            std::fs::read_to_string(format!("/proc/{}/mountinfo", c.pid))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| scope.owns(l))
+        .collect()
 }
 
 fn read_entries(dir: &Path, bound: &BTreeSet<&str>) -> Option<Vec<Entry>> {
@@ -509,12 +530,12 @@ async fn a_real_node_run_leaves_the_host_as_it_was() {
     run_pods(&cluster.client(), &[sleeper("plain", "node-1", false), sleeper("with-volume", "node-2", true)]).await;
 
     let during = HostSnapshot::take();
-    assert_sees_the_nodes(&during, &scope);
     let v = during.view(&scope);
+    assert_sees_the_nodes(&during, &scope);
+    let node_mounts = node_namespace_mounts(&during, &scope);
     assert!(
-        v.own("mount").iter().any(|m| m.contains("/volumes/kubernetes.io~empty-dir/scratch") && m.ends_with("(tmpfs)")),
-        "the emptyDir's tmpfs is among the mounts: {:#?}",
-        v.own("mount")
+        node_mounts.iter().any(|m| m.contains("/volumes/kubernetes.io~empty-dir/scratch") && m.contains(" - tmpfs ")),
+        "the emptyDir's tmpfs is among the mounts of the nodes' namespace: {node_mounts:#?}"
     );
     assert!(
         v.own("process").iter().any(|p| p.ends_with(": sleep 3600")),
@@ -622,9 +643,8 @@ async fn a_sigkilled_run_leaves_nothing_after_the_next_reap() {
     });
     let killed_snapshot = HostSnapshot::take();
     let killed = killed_snapshot.view(&scope);
-    for part in ["cgroup", "mount"] {
-        assert!(!killed.own(part).is_empty(), "a killed run cannot remove its {part}s: {:#?}", killed.own);
-    }
+    assert!(!killed.own("cgroup").is_empty(), "a killed run cannot remove its cgroups: {:#?}", killed.own);
+    assert!(killed.own("mount").is_empty(), "the killed run's mounts stay in its nodes' namespaces: {:#?}", killed.own);
     let left: Vec<String> = killed.own.iter().map(|(part, items)| format!("{} {part}", items.len())).collect();
     eprintln!("left by the killed run: {}", left.join(", "));
 
@@ -636,7 +656,6 @@ async fn a_sigkilled_run_leaves_nothing_after_the_next_reap() {
     for (what, found) in [
         ("the containers in the node's cgroup", format!("processes in /{prefix}node-1")),
         ("the shims in containerd's cgroup", format!("processes in /{prefix}node-1-runtime")),
-        ("the mounts under the node's dir", "mounts under ".to_string()),
         ("the pod's log link", "1 links in /var/log/containers".to_string()),
         ("the pod's network result", "1 CNI results in /var/lib/cni".to_string()),
     ] {

@@ -146,9 +146,9 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
         // Their clusters start empty: the driver is always installed.
         args.install.install.get_or_insert_with(|| "helm".into());
     }
-    if args.install.wanted()? && args.cluster == "local" {
-        let msg = "--install helm installs the driver into a real cluster: use it with --cluster kubeconfig, kind or \
-                   k3s (the local cluster runs the driver on its emulated nodes itself)";
+    if !args.install.image_archive.is_empty() && !(args.cluster == "local" && args.install.wanted()?) {
+        let msg = "--image-archive loads a driver's image into the local cluster's nodes for --install helm: use it \
+                   with --cluster local --install helm (other clusters pull from their registries)";
         return Err((exit::BAD_INPUT, msg.into()));
     }
     // Everything that can be wrong with the input is checked before anything starts.
@@ -164,6 +164,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
                     .into(),
             ));
         }
+        "local" if args.install.wanted()? => return local_chart(args, adapter, profiles, progress).await,
         "local" => {}
         "kubeconfig" => return existing(args, adapter, profiles, progress, "kubeconfig").await,
         provider @ ("kind" | "k3s") => {
@@ -290,6 +291,67 @@ async fn container_cluster(
     args.context = None;
     let code = existing(args, adapter, profiles, progress.clone(), &provider).await;
     cluster.remove(&progress).await;
+    code
+}
+
+/// `--cluster local --install helm`: the local cluster with real nodes and no driver of its
+/// own, the driver's image imported into every node (no registry), its chart installed: the
+/// vendor's release path. The run then goes as with `--cluster kubeconfig`, and the cluster
+/// stops after it, also on Ctrl-C.
+async fn local_chart(
+    mut args: ConformanceArgs,
+    adapter: Adapter,
+    profiles: Vec<(PathBuf, Profile)>,
+    progress: Progress,
+) -> Result<u8, Early> {
+    let node_kind: NodeKind = args.node_kind.parse().map_err(|e: String| (exit::BAD_INPUT, e))?;
+    if node_kind != NodeKind::Real {
+        let msg = "--install helm on the local cluster runs the driver's chart, whose pods need real nodes: drop \
+                   --node-kind emulated (or DRACHECK_NODE_KIND=emulated), or run the driver as a host program \
+                   without --install";
+        return Err((exit::BAD_INPUT, msg.into()));
+    }
+    dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
+        .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
+    dracheck_clusters::local::node_limit(node_kind).check(args.nodes).map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
+    // The image, chart and helm are ready before the cluster starts.
+    let images = crate::install::local_images(&args.install, adapter.short, &progress).await?;
+    let local = crate::install::local_values(adapter.short, &args.install);
+    args.install.values.splice(0..0, local);
+    args.install.release(adapter.short, &progress).await?;
+    dracheck_clusters::helm::Helm::locate(args.install.helm.as_deref(), &progress)
+        .await
+        .map_err(crate::install::cluster)?;
+    let opts = LocalClusterOptions {
+        k8s_version: args.k8s_version.clone(),
+        k8s_bin_dir: args.k8s_bin_dir.clone(),
+        feature_gates: args.feature_gates.clone(),
+        node_kind,
+        progress: progress.clone(),
+        ..LocalClusterOptions::default()
+    };
+    let nodes = args.nodes;
+    let started = async {
+        let mut cluster = dracheck_clusters::LocalCluster::start(opts).await?;
+        cluster.add_nodes_reporting(nodes, &progress).await?;
+        for archive in &images {
+            progress.line(format!("importing {} into {nodes} node(s)", archive.display()));
+            cluster.import_image(archive).await?;
+        }
+        Ok::<_, dracheck_clusters::ClusterError>(cluster)
+    };
+    // On Ctrl-C or an error the half-started cluster's handle stops what it started.
+    let cluster = tokio::select! {
+        c = started => c.map_err(crate::install::cluster)?,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("dracheck: interrupted; stopped the cluster and everything the run had started");
+            return Ok(exit::INTERRUPTED);
+        }
+    };
+    args.kubeconfig = Some(cluster.kubeconfig().to_path_buf());
+    args.context = None;
+    let code = existing(args, adapter, profiles, progress, "local").await;
+    cluster.stop();
     code
 }
 

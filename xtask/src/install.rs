@@ -35,6 +35,12 @@ pub struct InstallArgs {
     /// to publish its ResourceSlices.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub install_timeout: u64,
+    /// With --cluster local: an image archive (docker-archive or OCI, as `docker save` or
+    /// `skopeo copy` write it) to import into every node before the chart is installed
+    /// (repeatable); the local cluster's nodes pull nothing. --driver example's image is built
+    /// from its Go module without it.
+    #[arg(long, value_name = "PATH")]
+    pub image_archive: Vec<PathBuf>,
 }
 
 /// Where a known driver's chart comes from.
@@ -54,6 +60,8 @@ struct DriverChart {
     /// The labels the chart gives its kubelet-plugin pods (besides the release's instance
     /// label), so that driver restarts can find them; `None` where not verified.
     plugin_pods: Option<&'static str>,
+    /// The image the chart runs, where dracheck builds it for the local cluster's nodes.
+    local_image: Option<&'static str>,
 }
 
 fn known(driver: &str) -> Option<DriverChart> {
@@ -70,6 +78,8 @@ fn known(driver: &str) -> Option<DriverChart> {
             values: &[],
             // templates/kubeletplugin.yaml
             plugin_pods: Some("app.kubernetes.io/component=kubeletplugin"),
+            // values.yaml's image.repository, tagged with the chart's appVersion.
+            local_image: Some("registry.k8s.io/dra-example-driver/dra-example-driver:v0.4.0"),
         }),
         // Without the override the chart refuses to install next to the device plugin
         // (templates/validation.yaml), which a DRA-only cluster does not run.
@@ -79,6 +89,7 @@ fn known(driver: &str) -> Option<DriverChart> {
             source: Source::Reference("oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu", "0.4.0"),
             values: &["gpuResourcesEnabledOverride=true"],
             plugin_pods: None,
+            local_image: None,
         }),
         _ => None,
     }
@@ -166,6 +177,61 @@ impl InstallArgs {
         values.extend(self.values.iter().cloned());
         Ok(ReleaseSpec { name: k.release.into(), namespace: k.namespace.into(), chart, version, values, timeout })
     }
+}
+
+/// Chart values the local cluster's nodes need, after the driver's own and before `--set`.
+/// The kubelet probes a pod's IP from the node, and a pod's address on a local node is
+/// reachable only inside the pod (real nodes add nothing to the host's network), so the
+/// example chart's gRPC liveness probe would restart a healthy plugin every 30 s: its port
+/// is switched off, which the chart offers for this.
+pub fn local_values(driver: &str, args: &InstallArgs) -> Vec<String> {
+    match driver {
+        "example" if args.chart.is_none() => vec!["kubeletPlugin.containers.plugin.healthcheckPort=-1".into()],
+        _ => Vec::new(),
+    }
+}
+
+/// The image archives to import into the local cluster's nodes: `--image-archive`, and the
+/// image of a known chart that dracheck builds (the driver's Go binary in a minimal image).
+pub async fn local_images(args: &InstallArgs, driver: &str, progress: &Progress) -> Result<Vec<PathBuf>, Early> {
+    for archive in &args.image_archive {
+        if !archive.is_file() {
+            return Err((
+                exit::BAD_INPUT,
+                format!(
+                    "--image-archive {}: no such file; pass an image archive written by `docker save`, `podman \
+                     save` or `skopeo copy … docker-archive:FILE`",
+                    archive.display()
+                ),
+            ));
+        }
+    }
+    let mut archives = args.image_archive.clone();
+    let built = known(driver).filter(|_| args.chart.is_none()).and_then(|k| k.local_image);
+    match (built, driver) {
+        (Some(tag), "example") => {
+            let program = dracheck_example_driver::binary(progress).await.map_err(cluster)?;
+            let archive = dracheck_clusters::local::real::images::program_image(tag, &program).map_err(cluster)?;
+            progress.line(format!("image {tag}: {}", archive.display()));
+            archives.push(archive);
+        }
+        _ if archives.is_empty() => {
+            return Err((
+                exit::BAD_INPUT,
+                format!(
+                    "the local cluster's nodes pull no images, and dracheck builds the image of --driver example's \
+                     chart only; {}. Pass --image-archive with the driver's image (`docker save IMAGE -o FILE`)",
+                    if args.chart.is_some() {
+                        "this is another chart".to_string()
+                    } else {
+                        format!("{driver} has none built here")
+                    }
+                ),
+            ));
+        }
+        _ => {}
+    }
+    Ok(archives)
 }
 
 /// Installs `spec` into the cluster of `kubeconfig` (and `context`) with the chosen helm, and
@@ -258,7 +324,14 @@ mod tests {
     use super::*;
 
     fn args() -> InstallArgs {
-        InstallArgs { install: Some("helm".into()), chart: None, values: vec![], helm: None, install_timeout: 120 }
+        InstallArgs {
+            install: Some("helm".into()),
+            chart: None,
+            values: vec![],
+            helm: None,
+            install_timeout: 120,
+            image_archive: vec![],
+        }
     }
 
     #[test]

@@ -310,7 +310,6 @@ impl LocalCluster {
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
                 format!("--service-account-key-file={}", p(&sa_pub)),
                 format!("--service-account-signing-key-file={}", p(&sa_key)),
-                // Only an allocation range for Service objects; nothing routes or sends to it.
                 format!("--service-cluster-ip-range={SERVICE_RANGE}"),
                 "--authorization-mode=Node,RBAC".into(),
                 format!("--kubelet-client-certificate={}", p(&kubelet_client.cert)),
@@ -513,6 +512,15 @@ impl LocalCluster {
         &self.nodes
     }
 
+    /// Imports an image archive into every node (real nodes only), so that a chart's pods
+    /// find their image without a registry.
+    pub async fn import_image(&self, archive: &Path) -> Result<()> {
+        for node in &self.nodes {
+            node.import_image(archive).await?;
+        }
+        Ok(())
+    }
+
     pub fn node_mut(&mut self, name: &str) -> Option<&mut LocalNode> {
         self.nodes.iter_mut().find(|n| n.name() == name)
     }
@@ -588,9 +596,11 @@ impl LocalCluster {
     }
 }
 
-const SERVICE_RANGE: &str = "10.0.0.0/24";
+/// Service cluster IPs, in loopback: the one Service that pods reach, `kubernetes`, is served
+/// inside each real node's pods (`real::service`), and no address here leaves loopback.
+const SERVICE_RANGE: &str = "127.96.0.0/24";
 /// The first address of `SERVICE_RANGE`, which the apiserver gives the `kubernetes` Service.
-const SERVICE_IP: &str = "10.0.0.1";
+const SERVICE_IP: &str = "127.96.0.1";
 
 async fn resolve_binaries(opts: &LocalClusterOptions) -> Result<BinDir> {
     match &opts.k8s_bin_dir {

@@ -80,6 +80,17 @@ impl LocalNode {
         }
     }
 
+    /// Imports an image archive into the node's container runtime; emulated nodes run no
+    /// images, so they are refused with the way to real nodes.
+    pub async fn import_image(&self, archive: &std::path::Path) -> Result<()> {
+        match self {
+            LocalNode::Emulated(n) => Err(crate::error::ClusterError::RealNodesNeeded {
+                what: format!("importing the image {} into node {}", archive.display(), n.name()),
+            }),
+            LocalNode::Real(n) => n.import_image(archive).await,
+        }
+    }
+
     /// Node removal: everything on the node stops and its Node object is deleted.
     pub async fn remove(self) -> Result<()> {
         match self {

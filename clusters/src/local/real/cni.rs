@@ -21,8 +21,15 @@ pub const NETWORK_NAME: &str = "dracheck";
 pub const MAX_NODES: usize = 254;
 
 /// The host programs the plugin runs, each with the Debian package that has it.
-const HOST_TOOLS: [(&str, &str); 5] =
-    [("ip", "iproute2"), ("nsenter", "util-linux"), ("flock", "util-linux"), ("sed", "sed"), ("grep", "grep")];
+const HOST_TOOLS: [(&str, &str); 7] = [
+    ("ip", "iproute2"),
+    ("nsenter", "util-linux"),
+    ("flock", "util-linux"),
+    ("sed", "sed"),
+    ("grep", "grep"),
+    ("sleep", "coreutils"),
+    ("mv", "coreutils"),
+];
 
 /// Where the plugin looks for them besides `PATH` (it appends these itself, since containerd
 /// runs it with containerd's environment).
@@ -33,6 +40,8 @@ const SBIN_DIRS: [&str; 6] = ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/loc
 pub struct CniSetup {
     pub bin_dir: PathBuf,
     pub conf_dir: PathBuf,
+    /// The handshake dir of the node's `kubernetes` Service (`service`).
+    pub service_dir: PathBuf,
 }
 
 /// The pod subnet of node number `node_index` (0-based): `127.100.<index + 1>.0/24`. Each
@@ -62,7 +71,7 @@ pub fn install(node_root: &Path, subnet: &str) -> Result<CniSetup> {
     let root = std::path::absolute(node_root)
         .map_err(ClusterError::io(format!("making {} absolute", node_root.display())))?
         .join("cni");
-    let setup = CniSetup { bin_dir: root.join("bin"), conf_dir: root.join("conf") };
+    let setup = CniSetup { bin_dir: root.join("bin"), conf_dir: root.join("conf"), service_dir: root.join("service") };
     let ipam_dir = root.join("ipam");
     // The plugin reads the config with sed, which cannot undo JSON escapes.
     let ipam_str = ipam_dir.to_str().filter(|s| !s.chars().any(|c| c == '"' || c == '\\' || c.is_control()));
@@ -81,7 +90,7 @@ pub fn install(node_root: &Path, subnet: &str) -> Result<CniSetup> {
     let conflist = serde_json::json!({
         "cniVersion": "1.0.0",
         "name": NETWORK_NAME,
-        "plugins": [{ "type": PLUGIN_TYPE, "subnet": subnet, "dataDir": ipam_str }],
+        "plugins": [{ "type": PLUGIN_TYPE, "subnet": subnet, "dataDir": ipam_str, "serviceDir": format!("{}/service", root.display()) }],
     });
     let conflist = serde_json::to_string_pretty(&conflist)
         .map_err(|e| ClusterError::Io { context: "writing the CNI config".into(), source: std::io::Error::other(e) })?;

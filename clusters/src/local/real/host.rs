@@ -287,6 +287,10 @@ pub struct SysctlsBefore {
     /// whatever its root dir.
     #[serde(default)]
     pub kubelet_dir_existed: bool,
+    /// Whether `/var/run/cdi` existed: each node's mount namespace binds its CDI dir there
+    /// (`mountns`), which needs the mount point on the host.
+    #[serde(default)]
+    pub cdi_dir_existed: bool,
 }
 
 /// The machine-wide record.
@@ -322,6 +326,7 @@ impl SysctlsBefore {
             cni_cache_existed: Path::new(CNI_CACHE).exists(),
             shim_sockets_existed: Path::new(SHIM_SOCKETS).parent().is_some_and(Path::exists),
             kubelet_dir_existed: Path::new(DEVICE_PLUGINS).parent().is_some_and(Path::exists),
+            cdi_dir_existed: Path::new(super::mountns::CDI_ROOT).exists(),
         };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -387,6 +392,9 @@ impl SysctlsBefore {
             for dir in [DEVICE_PLUGINS, "/var/lib/kubelet"] {
                 let _ = std::fs::remove_dir(dir);
             }
+        }
+        if !self.cdi_dir_existed {
+            let _ = std::fs::remove_dir(super::mountns::CDI_ROOT);
         }
         changed
     }

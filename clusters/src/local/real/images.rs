@@ -79,6 +79,50 @@ fn ensure_in(root: &Path, busybox: &Path, progress: &Progress) -> Result<NodeIma
     Ok(images)
 }
 
+/// An image of one static program, `tag`, as a vendor's minimal image has it: the program in
+/// `/usr/bin` (on `PATH`, since charts run it by name), the dirs a container expects, no shell.
+/// Written beside the program, as `<program>.image.tar`, and made anew when the program is
+/// newer. Dynamic programs are refused: the image has no C library.
+pub fn program_image(tag: &str, program: &Path) -> Result<PathBuf> {
+    let archive = program.with_extension("image.tar");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if archive.is_file() && modified(&archive) >= modified(program) && archive_tag(&archive).as_deref() == Some(tag) {
+        return Ok(archive);
+    }
+    let bin = std::fs::read(program).map_err(ClusterError::io(format!("reading {}", program.display())))?;
+    if !is_static_elf(&bin) {
+        return Err(ClusterError::Io {
+            context: format!("packing {} into the image {tag}", program.display()),
+            source: std::io::Error::other("it is not a static executable (build it with CGO_ENABLED=0)"),
+        });
+    }
+    let name = program.file_name().and_then(|n| n.to_str()).unwrap_or("program");
+    let mut entries = vec![
+        (format!("usr/bin/{name}"), Node::File { mode: 0o755, data: &bin }),
+        ("tmp".to_string(), Node::Dir { mode: 0o1777 }),
+    ];
+    for dir in ["dev", "etc", "proc", "sys", "usr", "usr/bin", "var", "var/run"] {
+        entries.push((dir.to_string(), Node::Dir { mode: 0o755 }));
+    }
+    let config = serde_json::json!({ "Env": [PATH_ENV], "Entrypoint": [format!("/usr/bin/{name}")] });
+    write_replacing(&archive, &image_archive(tag, &tarball(entries)?, config)?)?;
+    Ok(archive)
+}
+
+/// The tag an archive made by [`image_archive`] names.
+fn archive_tag(archive: &Path) -> Option<String> {
+    let file = std::fs::File::open(archive).ok()?;
+    let mut tar = tar::Archive::new(file);
+    for entry in tar.entries().ok()? {
+        let mut entry = entry.ok()?;
+        if entry.path().ok()?.as_os_str() == "manifest.json" {
+            let manifest: serde_json::Value = serde_json::from_reader(&mut entry).ok()?;
+            return manifest[0]["RepoTags"][0].as_str().map(str::to_string);
+        }
+    }
+    None
+}
+
 /// Imports an archive into the `k8s.io` namespace of the containerd at `address`, where its
 /// CRI looks for images, unpacked into `overlayfs`, the CRI's snapshotter (containerd 2.x
 /// imports through its transfer service, which unpacks unless `--no-unpack`).
@@ -501,6 +545,28 @@ mod tests {
         let msg = ensure_in(dir.path(), &dynamic, &Progress::quiet()).unwrap_err().to_string();
         assert!(msg.contains("not a statically linked") && msg.contains("busybox-static"), "{msg}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing was built");
+    }
+
+    #[test]
+    fn a_program_image_runs_the_static_program_from_usr_bin_and_is_remade_for_another_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("acme-kubeletplugin");
+        std::fs::write(&program, elf(&[1, 1])).unwrap();
+        let archive = program_image("registry.example/acme/driver:v1", &program).unwrap();
+        let (manifest, config, layer) = open(&std::fs::read(&archive).unwrap());
+        assert_eq!(manifest[0]["RepoTags"], serde_json::json!(["registry.example/acme/driver:v1"]));
+        assert_eq!(config["config"]["Entrypoint"], serde_json::json!(["/usr/bin/acme-kubeletplugin"]));
+        assert!(config["config"]["Env"][0].as_str().unwrap().contains("/usr/bin"), "run by name from PATH");
+        let items = list(&layer);
+        let bin = items.iter().find(|i| i.path == "usr/bin/acme-kubeletplugin").expect("the program is in /usr/bin");
+        assert_eq!((bin.mode, bin.data.as_slice()), (0o755, elf(&[1, 1]).as_slice()));
+        assert!(items.iter().any(|i| i.path == "tmp/" && i.mode == 0o1777));
+        let again = program_image("registry.example/acme/driver:v2", &program).unwrap();
+        assert_eq!(archive_tag(&again).as_deref(), Some("registry.example/acme/driver:v2"));
+
+        std::fs::write(&program, elf(&[1, 3, 1])).unwrap();
+        let msg = program_image("x:y", &program).unwrap_err().to_string();
+        assert!(msg.contains("not a static executable"), "{msg}");
     }
 
     /// A minimal ELF64 header with program headers of these types.

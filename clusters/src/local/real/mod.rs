@@ -9,6 +9,8 @@ pub mod containerd;
 pub mod host;
 pub mod images;
 pub mod kubelet;
+pub mod mountns;
+pub mod service;
 pub mod stack;
 
 use std::path::{Path, PathBuf};
@@ -96,6 +98,23 @@ impl RealNodeEnv {
     }
 }
 
+/// Where pods find the API server: the `kubernetes` Service's cluster IP, port 443.
+fn service_address() -> std::net::SocketAddr {
+    let ip: std::net::Ipv4Addr = super::SERVICE_IP.parse().expect("SERVICE_IP is an IPv4 address");
+    (ip, 443).into()
+}
+
+impl RealNodeEnv {
+    /// The API server's address on the host, from the cluster's server URL.
+    fn upstream(&self) -> Result<std::net::SocketAddr> {
+        let host_port = self.server.trim_start_matches("https://").trim_end_matches('/');
+        host_port.parse().map_err(|e| ClusterError::Io {
+            context: format!("reading the API server's address from {}", self.server),
+            source: std::io::Error::other(e),
+        })
+    }
+}
+
 /// Checks that this machine can run real nodes and builds (or finds in the cache) their
 /// programs and images, so that a later start is quick.
 pub async fn prebuild(release: &Release, progress: &Progress) -> Result<(Cgroups, NodeStack, NodeImages)> {
@@ -113,6 +132,10 @@ pub struct RealNode {
     containerd: Option<Supervised>,
     kubelet: Option<Supervised>,
     kubelet_args: Vec<String>,
+    /// The node's mount namespace (`mountns`), held for kubelet restarts.
+    namespace: Option<mountns::Namespace>,
+    /// The `kubernetes` Service in the node's pods.
+    service: Option<service::ServiceProxy>,
     lifetime: Lifetime,
     torn_down: bool,
 }
@@ -140,6 +163,8 @@ impl RealNode {
             containerd: None,
             kubelet: None,
             kubelet_args: Vec::new(),
+            namespace: None,
+            service: None,
             lifetime,
             torn_down: false,
         };
@@ -169,11 +194,20 @@ impl RealNode {
         .write()?;
         let mut cmd = std::process::Command::new(&self.env.stack.containerd);
         cmd.arg("--config").arg(dirs.config()).env_clear().env("PATH", containerd::path_env(&self.env.stack));
+        let binds = mountns::node_binds(&cfg.root, &cfg.cdi_dir());
+        let what = format!("setting up the mount namespace of {}", cfg.name);
+        let in_namespace = |e| ClusterError::io(what.clone())(e);
+        mountns::ensure_mount_points(&binds).map_err(&in_namespace)?;
+        mountns::start_in_new(&mut cmd, &binds).map_err(&in_namespace)?;
         let log = cfg.root.join("containerd.log");
         let proc = Supervised::spawn_command("containerd", cmd, &log, false, self.lifetime)?;
         // Before it starts any shim: the shims and their containers inherit the cgroup, so
         // teardown finds every one of them there.
         let pid = proc.record().pid;
+        self.namespace = Some(mountns::Namespace::of(pid).map_err(&in_namespace)?);
+        let proxy = service::ServiceProxy::start(&cni.service_dir, pid, service_address(), self.env.upstream()?);
+        self.service =
+            Some(proxy.map_err(ClusterError::io(format!("serving the kubernetes Service on {}", cfg.name)))?);
         self.containerd = Some(proc);
         self.env.cgroups.add(&runtime_cgroup, pid).map_err(ClusterError::io("moving containerd into its cgroup"))?;
         // A containerd that exits (a socket path it cannot take, a bad config) is named at once
@@ -222,9 +256,18 @@ impl RealNode {
         Ok(())
     }
 
+    /// Imports an image archive into the node's containerd, as a node that pulled it would
+    /// have it: pods with `imagePullPolicy: IfNotPresent` (or `Never`) run it without a pull.
+    pub async fn import_image(&self, archive: &Path) -> Result<()> {
+        images::import(&self.env.stack.ctr, &ContainerdDirs::new(&self.cfg.root).socket(), archive).await
+    }
+
     fn spawn_kubelet(&mut self) -> Result<()> {
         let mut cmd = std::process::Command::new(&self.env.stack.kubelet);
         cmd.args(&self.kubelet_args).env_clear().env("PATH", super::node::DEFAULT_PATH);
+        if let Some(ns) = &self.namespace {
+            ns.join(&mut cmd).map_err(ClusterError::io(format!("joining the mount namespace of {}", self.cfg.name)))?;
+        }
         // Appended: a restarted kubelet's log follows the earlier one, as in a node's journal.
         self.kubelet = Some(Supervised::spawn_command("kubelet", cmd, &self.log_path(), true, self.lifetime)?);
         Ok(())
@@ -317,6 +360,8 @@ impl RealNode {
         if let Some(mut c) = self.containerd.take() {
             c.stop(Duration::from_secs(1));
         }
+        self.namespace = None;
+        self.service = None;
     }
 
     pub fn config(&self) -> &NodeConfig {
