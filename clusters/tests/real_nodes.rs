@@ -328,7 +328,7 @@ fn node_namespace_mounts(during: &HostSnapshot, scope: &Scope) -> Vec<String> {
                 .map(str::to_string)
                 .collect::<Vec<_>>()
         })
-        .filter(|l| scope.owns(l))
+        .filter(|l| scope.owns(l) || l.contains(" /var/lib/kubelet/"))
         .collect()
 }
 

@@ -17,7 +17,7 @@ use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_nvidia::record::{Gpu, Recording};
 use dracheck_suites::adapters::{self, NvidiaOptions};
 use dracheck_suites::engine::Filter;
-use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_EMULATED_NODES};
+use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_NODE_CONTROL};
 use dracheck_suites::local_run::{self, ExistingRun};
 use dracheck_suites::profile::ids::*;
 use dracheck_suites::result::{RunResult, Verdict};
@@ -192,9 +192,9 @@ async fn an_installed_nvidia_driver_is_judged_by_nvml_and_nvidia_smi() {
     let mut problems = Vec::new();
     for g in good.all() {
         let allowed_skip = g.id.starts_with("plugin.")
-            || g.reason.contains(NEEDS_EMULATED_NODES)
+            || g.reason.contains(NEEDS_NODE_CONTROL)
             || g.reason.contains(NEEDS_DRIVER_PODS)
-            || (g.id == LIFECYCLE_UNPREPARED && g.reason.contains("emulated nodes"));
+            || (g.id == LIFECYCLE_UNPREPARED && g.reason.contains("checkpoint is read from the node"));
         match g.verdict {
             Verdict::Pass => {}
             Verdict::Skip if allowed_skip || g.id == VERSIONS_DRIVER => {}

@@ -314,11 +314,11 @@ async fn local_chart(
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
     dracheck_clusters::local::node_limit(node_kind).check(args.nodes).map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-    // The image, chart and helm are ready before the cluster starts.
-    let images = crate::install::local_images(&args.install, adapter.short, &progress).await?;
+    // The chart, image and helm are ready before the cluster starts.
     let local = crate::install::local_values(adapter.short, &args.install);
     args.install.values.splice(0..0, local);
     args.install.release(adapter.short, &progress).await?;
+    let images = crate::install::local_images(&args.install, adapter.short, &progress).await?;
     dracheck_clusters::helm::Helm::locate(args.install.helm.as_deref(), &progress)
         .await
         .map_err(crate::install::cluster)?;

@@ -398,6 +398,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_local_cluster_gets_images_it_can_import_and_the_probe_off_for_the_example_chart() {
+        assert_eq!(local_values("example", &args()), ["kubeletPlugin.containers.plugin.healthcheckPort=-1"]);
+        let own_chart = InstallArgs { chart: Some("/my/chart".into()), ..args() };
+        assert!(local_values("example", &own_chart).is_empty(), "another chart's values are its own");
+
+        let missing = InstallArgs { image_archive: vec!["/no/such/image.tar".into()], ..args() };
+        let (code, msg) = local_images(&missing, "example", &Progress::quiet()).await.unwrap_err();
+        assert_eq!(code, exit::BAD_INPUT);
+        assert!(msg.contains("/no/such/image.tar") && msg.contains("docker save"), "{msg}");
+        for (a, driver) in [(args(), "nvidia"), (own_chart, "example")] {
+            let (code, msg) = local_images(&a, driver, &Progress::quiet()).await.unwrap_err();
+            assert_eq!(code, exit::BAD_INPUT);
+            assert!(msg.contains("--image-archive"), "{msg}");
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let archive = tmp.path().join("driver.tar");
+        std::fs::write(&archive, "").unwrap();
+        let given = InstallArgs { chart: Some("/my/chart".into()), image_archive: vec![archive.clone()], ..args() };
+        assert_eq!(local_images(&given, "", &Progress::quiet()).await.unwrap(), [archive]);
+    }
+
+    #[tokio::test]
     async fn an_own_chart_of_an_unknown_driver_is_named_after_the_chart() {
         let mut a = args();
         a.chart = Some("oci://registry.example/charts/acme-dra-driver".into());

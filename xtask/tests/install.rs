@@ -165,8 +165,14 @@ fn install_input_is_checked_before_anything_is_installed() {
     let out_dir = tmp.path().join("out");
     let existing = ["conformance", "--cluster", "kubeconfig", "--kubeconfig", kc, "--out", out_dir.to_str().unwrap()];
     let with = |more: &[&'static str]| existing.iter().copied().chain(more.iter().copied()).collect::<Vec<_>>();
+    let local = |more: &[&'static str]| {
+        ["conformance", "--out", out_dir.to_str().unwrap()].into_iter().chain(more.iter().copied()).collect::<Vec<_>>()
+    };
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
-        (vec!["conformance", "--install", "helm", "--out", out_dir.to_str().unwrap()], 2, "into a real cluster"),
+        (local(&["--install", "helm", "--node-kind", "emulated"]), 2, "pods need real nodes"),
+        (local(&["--install", "helm", "--node-kind", "real", "--driver", "mock"]), 2, "--chart PATH_OR_REF"),
+        (local(&["--image-archive", "driver.tar"]), 2, "--image-archive loads a driver's image"),
+        (with(&["--driver", "example", "--install", "helm", "--image-archive", "d.tar"]), 2, "with --cluster local"),
         (with(&["--driver", "nvidia", "--install", "kustomize"]), 2, "the one installer is `helm`"),
         (with(&["--driver", "mock", "--install", "helm"]), 2, "--chart PATH_OR_REF"),
         (with(&["--driver", "nvidia", "--install", "helm", "--chart", "./no/such/chart"]), 2, "chart not found"),
@@ -333,4 +339,100 @@ fn the_kind_flow_creates_installs_runs_and_deletes_in_order() {
         .unwrap();
     let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
     assert_eq!(result["cluster"]["provider"], "kind");
+}
+
+/// `--cluster local --install helm`: the vendor's release path on real nodes. The example
+/// driver's image is built from its Go module and imported into each node (nothing is
+/// pulled), its own chart is installed, its DaemonSet's pods reach the API server through the
+/// `kubernetes` Service and register with the real kubelets at the chart's paths; pods with
+/// claims run and see their devices, driver restarts go through the DaemonSet, and after the
+/// run nothing of the driver runs.
+#[test]
+fn the_example_chart_runs_on_the_local_clusters_real_nodes() {
+    if let Err(reason) = dracheck_clusters::local::real::host::check_support() {
+        eprintln!("skipped: real nodes cannot run here ({reason})");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("out");
+    let started = Instant::now();
+    let run = xtask(
+        &[
+            "conformance",
+            "--driver",
+            "example",
+            "--cluster",
+            "local",
+            "--install",
+            "helm",
+            "--node-kind",
+            "real",
+            "--nodes",
+            "2",
+            "--profile",
+            "standard-inference",
+            "--only",
+            "claim.compatible.*",
+            "--only",
+            "workload.*",
+            "--only",
+            "isolation.*",
+            "--only",
+            "driver.restart.*",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let said = text(&run);
+    assert!(run.status.success(), "{said}");
+    for needle in [
+        "importing ",
+        "helm release dra-example-driver is ready",
+        "PASS  standard-inference   claim.compatible.allocated",
+        "PASS  standard-inference   workload.sees-devices",
+        "PASS  standard-inference   isolation.exclusive",
+        "PASS  standard-inference   driver.restart.workload-keeps-devices",
+        "PASS  standard-inference   driver.restart.new-claims-work",
+        "uninstalled helm release dra-example-driver",
+    ] {
+        assert!(said.contains(needle), "{needle:?} missing: {said}");
+    }
+    let result: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::fs::read_dir(&out_dir)
+                .unwrap()
+                .flatten()
+                .find(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .unwrap()
+                .path(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["cluster"]["provider"], "local");
+    let chart_plugins: Vec<String> = (0..50)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            chart_plugin_processes()
+        })
+        .find(Vec::is_empty)
+        .unwrap_or_else(chart_plugin_processes);
+    assert_eq!(chart_plugins, Vec::<String>::new(), "the chart's plugin containers are gone with the cluster");
+    eprintln!("the chart run took {:?}", started.elapsed());
+}
+
+/// Processes run the way the chart runs the plugin: by its bare name, from the image's PATH
+/// (a host-process plugin runs by its cache path).
+fn chart_plugin_processes() -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let first = cmdline.split(|b| *b == 0).next()?;
+            (first == b"dra-example-kubeletplugin").then(|| format!("{pid}"))
+        })
+        .collect()
 }

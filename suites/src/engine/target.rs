@@ -38,8 +38,8 @@ pub struct Target {
 pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
 
 /// Why a disruption cannot be done on this target.
-pub const NEEDS_EMULATED_NODES: &str =
-    "needs control over the nodes (kubelet restarts, node removal), which only the local cluster's own nodes give";
+pub const NEEDS_NODE_CONTROL: &str = "needs control over the nodes (kubelet restarts, node removal), which only a run that starts the local \
+     cluster's nodes itself has (not --cluster kubeconfig or --install helm)";
 /// Why an installed driver cannot be restarted.
 pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
 
@@ -104,7 +104,7 @@ impl Target {
             Disruption::None => None,
             Disruption::RestartsDriver if self.driver_pods.is_some() => None,
             Disruption::RestartsDriver => Some(NEEDS_DRIVER_PODS),
-            Disruption::ControlsNodes => Some(NEEDS_EMULATED_NODES),
+            Disruption::ControlsNodes => Some(NEEDS_NODE_CONTROL),
         }
     }
 
@@ -116,7 +116,7 @@ impl Target {
     async fn local(&self) -> Result<tokio::sync::MutexGuard<'_, LocalCluster>, String> {
         match &self.local {
             Some(l) => Ok(l.lock().await),
-            None => Err(NEEDS_EMULATED_NODES.into()),
+            None => Err(NEEDS_NODE_CONTROL.into()),
         }
     }
 

@@ -1,7 +1,9 @@
 //! One real kubelet per node: its configuration, its identities and its command line. The
-//! kubelet's root dir is the node's root, so the plugin dirs a driver is given
-//! (`plugins_registry`, `plugins/<driver>`) are the ones the kubelet watches, exactly as on
-//! an emulated node.
+//! kubelet's root dir is `/var/lib/kubelet`, as on every node, which the node's mount
+//! namespace (`mountns`) binds to the node's root: the plugin dirs a host-process driver is
+//! given (`<root>/plugins_registry`, `<root>/plugins/<driver>`) are the ones the kubelet
+//! watches, and a chart's driver registers at the short, usual paths (a unix socket's path
+//! has at most 107 bytes, which a kubelet root in a temp dir leaves too little of).
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -122,7 +124,7 @@ impl KubeletSetup<'_> {
         vec![
             format!("--config={}", files.config.display()),
             format!("--kubeconfig={}", files.kubeconfig.display()),
-            format!("--root-dir={}", self.node.root.display()),
+            format!("--root-dir={}", super::mountns::KUBELET_ROOT),
             format!("--hostname-override={}", self.node.name),
             format!("--node-ip={}", self.node.ip),
             // Registration, prepare and unprepare of DRA plugins are logged at 2 and below.

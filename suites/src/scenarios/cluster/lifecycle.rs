@@ -102,7 +102,11 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     ctx.phase("checking that the kubelet unprepared both claims");
     let id = ids::LIFECYCLE_UNPREPARED;
     if ctx.target.prepared_claims(&ctx.node).await.is_none() {
-        ctx.skip(id, "the kubelet's DRA checkpoint can only be read on the local cluster's emulated nodes");
+        ctx.skip(
+            id,
+            "the kubelet's DRA checkpoint is read from the node's disk, which only a run that starts the local \
+             cluster's nodes itself can do (not --cluster kubeconfig or --install helm)",
+        );
         return Ok(());
     }
     let still = ctx
