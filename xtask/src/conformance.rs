@@ -146,7 +146,8 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
         // Their clusters start empty: the driver is always installed.
         args.install.install.get_or_insert_with(|| "helm".into());
     }
-    if !args.install.image_archive.is_empty() && !(args.cluster == "local" && args.install.wanted()?) {
+    let local_install = args.cluster == "local" && args.install.wanted()?;
+    if !args.install.image_archive.is_empty() && !local_install {
         let msg = "--image-archive loads a driver's image into the local cluster's nodes for --install helm: use it \
                    with --cluster local --install helm (other clusters pull from their registries)";
         return Err((exit::BAD_INPUT, msg.into()));
