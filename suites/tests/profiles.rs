@@ -62,8 +62,8 @@ fn standard_inference_publishes_every_family() {
             ids::VERSIONS_DRIVER,
         ]
     );
-    // Every family: the IDs are all of ids::ALL except the other isolation mode.
-    let all: Vec<&str> = ids::ALL.iter().copied().filter(|id| *id != ids::ISOLATION_SHARED).collect();
+    // Every family: the IDs are all the families' except the other isolation mode.
+    let all: Vec<&str> = profile::family::all_ids().into_iter().filter(|id| *id != ids::ISOLATION_SHARED).collect();
     assert_eq!(p.guarantee_ids(), all);
 
     let g = &p.guarantees;

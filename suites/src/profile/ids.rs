@@ -1,5 +1,6 @@
 //! The stable guarantee IDs. Reports, scenarios and profiles name guarantees only through
-//! these constants, so an ID is spelled in one place and a rename is a compile error.
+//! these constants, so an ID is spelled in one place and a rename is a compile error. Which
+//! family publishes which is `family::FAMILIES`.
 
 // allocation
 pub const CLAIM_COMPATIBLE_ALLOCATED: &str = "claim.compatible.allocated";
@@ -44,34 +45,6 @@ pub const NODE_REMOVAL_CAPACITY_ELSEWHERE: &str = "node.removal.capacity-elsewhe
 // versions
 pub const VERSIONS_KUBERNETES: &str = "versions.kubernetes";
 pub const VERSIONS_DRIVER: &str = "versions.driver";
-
-/// Every profile guarantee ID, grouped by family in the order of `profiles/README.md`.
-pub const ALL: &[&str] = &[
-    CLAIM_COMPATIBLE_ALLOCATED,
-    WORKLOAD_SEES_DEVICES,
-    CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
-    CLAIM_IMPOSSIBLE_SELECTOR,
-    CLAIM_IMPOSSIBLE_COUNT,
-    CLAIM_IMPOSSIBLE_CAPACITY,
-    CLAIM_IMPOSSIBLE_EXPLAINED,
-    ISOLATION_EXCLUSIVE,
-    ISOLATION_SHARED,
-    LIMITS_MAX_DEVICES_PER_CLAIM,
-    CAPACITY_RECOVERED,
-    RETENTION_TEMPLATE_CLAIM_DELETED,
-    RETENTION_STANDALONE_CLAIM_DEALLOCATED,
-    LIFECYCLE_UNPREPARED,
-    DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
-    DRIVER_RESTART_NEW_CLAIMS_WORK,
-    DRIVER_RESTART_SLICES_KEPT,
-    NODE_RESTART_DRIVER_RECOVERS,
-    NODE_REMOVAL_SLICES_GONE,
-    NODE_REMOVAL_PODS_GONE,
-    NODE_REMOVAL_CLAIMS_DEALLOCATED,
-    NODE_REMOVAL_CAPACITY_ELSEWHERE,
-    VERSIONS_KUBERNETES,
-    VERSIONS_DRIVER,
-];
 
 // Driver contract (plugin tier): checked once per driver, independent of profiles.
 pub const PLUGIN_REGISTRATION_INFO: &str = "plugin.registration.info";
