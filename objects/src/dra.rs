@@ -1,14 +1,11 @@
 use k8s_openapi::api::resource::v1::{
-    CELDeviceSelector, Device, DeviceAttribute, DeviceCapacity, DeviceClaim, DeviceClass, DeviceClassSpec,
-    DeviceRequest, DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
-    ResourceClaimTemplateSpec, ResourcePool, ResourceSlice, ResourceSliceSpec,
+    Device, DeviceAttribute, DeviceCapacity, DeviceClass, DeviceClassSpec, ResourceClaim, ResourceClaimTemplate,
+    ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-fn cel(expression: impl Into<String>) -> DeviceSelector {
-    DeviceSelector { cel: Some(CELDeviceSelector { expression: expression.into() }) }
-}
+use crate::claim::{ClaimBuilder, cel};
 
 /// A DeviceClass that selects every device of `driver`, plus any extra CEL `selectors`.
 pub fn device_class(name: &str, driver: &str, selectors: &[&str]) -> DeviceClass {
@@ -90,35 +87,11 @@ pub fn claim_template(
     count: i64,
     selectors: &[&str],
 ) -> ResourceClaimTemplate {
-    let shape = claim(namespace, name, class, count, selectors);
-    ResourceClaimTemplate {
-        metadata: crate::meta(name, Some(namespace)),
-        spec: Some(ResourceClaimTemplateSpec { metadata: None, spec: shape.spec }),
-    }
+    ClaimBuilder::exact(class, count).selectors(selectors.iter().copied()).template(namespace, name)
 }
 
 /// A standalone claim with one request `req` for `count` devices of `class`, narrowed by the
 /// CEL `selectors`.
 pub fn claim(namespace: &str, name: &str, class: &str, count: i64, selectors: &[&str]) -> ResourceClaim {
-    let request = ExactDeviceRequest {
-        device_class_name: class.into(),
-        allocation_mode: Some("ExactCount".into()),
-        count: Some(count),
-        selectors: (!selectors.is_empty()).then(|| selectors.iter().map(|s| cel(*s)).collect()),
-        ..ExactDeviceRequest::default()
-    };
-    ResourceClaim {
-        metadata: crate::meta(name, Some(namespace)),
-        spec: Some(ResourceClaimSpec {
-            devices: Some(DeviceClaim {
-                requests: Some(vec![DeviceRequest {
-                    name: "req".into(),
-                    exactly: Some(request),
-                    ..DeviceRequest::default()
-                }]),
-                ..DeviceClaim::default()
-            }),
-        }),
-        status: None,
-    }
+    ClaimBuilder::exact(class, count).selectors(selectors.iter().copied()).claim(namespace, name)
 }

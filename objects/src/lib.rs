@@ -2,11 +2,13 @@
 //! Node, DeviceClass, ResourceSlice, ResourceClaim and Pod here instead of copying YAML, so a
 //! change to the API shape is made in one place.
 
+pub mod claim;
 mod dra;
 mod node;
 mod pod;
 pub mod published;
 
+pub use claim::ClaimBuilder;
 pub use dra::{DeviceBuilder, claim, claim_template, device, device_class, resource_slice};
 pub use node::{NODE_LABEL, node, now};
 pub use pod::{PodBuilder, daemon_set, pod};

@@ -77,7 +77,7 @@ fn standard_inference_publishes_every_family() {
     assert!(versions.kubernetes.as_ref().unwrap().matches("v1.37.2"));
     assert!(versions.driver.as_ref().unwrap().matches("0.1.0"));
 
-    assert_eq!(p.total_devices(), 1);
+    assert_eq!(p.total_devices(), Some(1));
     let devices = p.claim_spec().devices.unwrap();
     let requests = devices.requests.unwrap();
     assert_eq!(requests.len(), 1);
@@ -128,7 +128,7 @@ fn training_intensive_asks_for_two_matching_a100s() {
     );
     assert_eq!(p.guarantees.allocation.as_ref().unwrap().within().as_secs(), 60);
     assert!(p.guarantees.node_removal.is_none());
-    assert_eq!(p.total_devices(), 2);
+    assert_eq!(p.total_devices(), Some(2));
     let devices = p.claim_spec().devices.unwrap();
     let exact = devices.requests.as_ref().unwrap()[0].exactly.clone().unwrap();
     assert_eq!((exact.device_class_name.as_str(), exact.count), ("mock-training", Some(2)));
@@ -629,4 +629,199 @@ fn a_file_that_is_not_utf8_gets_advice_about_its_encoding() {
     let e = profile::load(&path).unwrap_err().to_string();
     assert!(e.contains("UTF-8") && e.contains("line 5"), "{e}");
     assert!(!e.contains("Pass an existing file"), "{e}");
+}
+
+/// BASE's claim written in the API's shape, as a platform team pastes it from a template.
+const API_CLAIM: &str = r#"claim:
+  devices:
+    requests:
+      - name: gpu
+        exactly:
+          deviceClassName: test-class
+          count: 1
+          selectors:
+            - cel: {expression: "true"}
+    constraints:
+      - requests: [gpu]
+        matchAttribute: gpu.mock.dracheck.io/model
+"#;
+
+const SHORT_CLAIM: &str = "claim:\n  requests:\n    - name: gpu\n      count: 1\n      selectors: [\"true\"]\n  constraints:\n    - requests: [gpu]\n      matchAttribute: gpu.mock.dracheck.io/model\n";
+
+fn load_text(text: &str) -> Result<profile::Profile, ProfileError> {
+    let dir = tempfile::tempdir().unwrap();
+    profile::load(&write(dir.path(), "p.yaml", text))
+}
+
+#[test]
+fn the_short_form_is_sugar_for_the_api_shape() {
+    assert!(BASE.contains(SHORT_CLAIM));
+    let short = load_text(BASE).unwrap();
+    let api = load_text(&BASE.replace(SHORT_CLAIM, API_CLAIM)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(api.claim_spec(), short.claim_spec());
+    // The class may be left out: it is the profile's.
+    let unnamed =
+        load_text(&BASE.replace(SHORT_CLAIM, &API_CLAIM.replace("          deviceClassName: test-class\n", "")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(unnamed.claim_spec(), short.claim_spec());
+}
+
+#[test]
+fn the_api_shape_says_what_the_short_form_cannot() {
+    let claim = r#"claim:
+  devices:
+    requests:
+      - name: gpu
+        firstAvailable:
+          - name: big
+            count: 2
+            selectors: [{cel: {expression: 'device.attributes["gpu.mock.dracheck.io"].model == "a100"'}}]
+          - name: any
+            allocationMode: All
+      - name: monitor
+        exactly:
+          adminAccess: true
+          tolerations: [{key: example.com/unhealthy, operator: Exists, effect: NoSchedule}]
+          capacity: {requests: {memory: 10Gi}}
+    constraints:
+      - requests: [gpu/big]
+        distinctAttribute: gpu.mock.dracheck.io/uuid
+    config:
+      - requests: [monitor]
+        opaque: {driver: gpu.mock.dracheck.io, parameters: {mode: watch}}
+"#;
+    let p = load_text(&BASE.replace(SHORT_CLAIM, claim).replace("  limits:\n    maxDevicesPerClaim: 2\n", ""))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let json = serde_json::to_value(p.claim_spec()).unwrap();
+    let expected = serde_json::json!({"devices": {
+        "requests": [
+            {"name": "gpu", "firstAvailable": [
+                {"name": "big", "deviceClassName": "test-class", "allocationMode": "ExactCount", "count": 2,
+                 "selectors": [{"cel": {"expression": "device.attributes[\"gpu.mock.dracheck.io\"].model == \"a100\""}}]},
+                {"name": "any", "deviceClassName": "test-class", "allocationMode": "All"},
+            ]},
+            {"name": "monitor", "exactly": {
+                "deviceClassName": "test-class", "allocationMode": "ExactCount", "count": 1, "adminAccess": true,
+                "tolerations": [{"key": "example.com/unhealthy", "operator": "Exists", "effect": "NoSchedule"}],
+                "capacity": {"requests": {"memory": "10Gi"}},
+            }},
+        ],
+        "constraints": [{"requests": ["gpu/big"], "distinctAttribute": "gpu.mock.dracheck.io/uuid"}],
+        "config": [{"requests": ["monitor"], "opaque": {"driver": MOCK, "parameters": {"mode": "watch"}}}],
+    }});
+    assert_eq!(json, expected, "{json:#}");
+    assert_eq!(p.total_devices(), None, "`All` has no size of its own");
+}
+
+/// One mistake in the API-shaped claim: the file, the line, the field and the message.
+#[rstest::rstest]
+#[case::exactly_and_first_available(
+    "        exactly:\n",
+    "        firstAvailable: [{name: a}]\n        exactly:\n",
+    "      - name: gpu",
+    "claim.devices.requests[0]",
+    "exactly one of `exactly`"
+)]
+#[case::another_class(
+    "deviceClassName: test-class",
+    "deviceClassName: other",
+    "deviceClassName: other",
+    "claim.devices.requests[0].exactly.deviceClassName",
+    "the profile's class is \"test-class\""
+)]
+#[case::all_with_a_count(
+    "          count: 1\n",
+    "          count: 1\n          allocationMode: All\n",
+    "          count: 1",
+    "claim.devices.requests[0].exactly.count",
+    "leave out `count`"
+)]
+#[case::unknown_mode(
+    "          count: 1\n",
+    "          allocationMode: Some\n",
+    "          allocationMode: Some",
+    "claim.devices.requests[0].exactly.allocationMode",
+    "no allocation mode"
+)]
+#[case::unknown_field(
+    "          count: 1\n",
+    "          count: 1\n          colour: blue\n",
+    "          colour: blue",
+    "claim.devices.requests[0].exactly.colour",
+    "unknown field `colour`"
+)]
+#[case::cel_that_does_not_compile(
+    "{expression: \"true\"}",
+    "{expression: \"device.attributes[\"}",
+    "            - cel:",
+    "claim.devices.requests[0].exactly.selectors[0].cel.expression",
+    "does not compile"
+)]
+#[case::constraint_naming_no_request(
+    "      - requests: [gpu]\n",
+    "      - requests: [gpu, nic]\n",
+    "      - requests: [gpu, nic]",
+    "claim.devices.constraints[0].requests[1]",
+    "names request \"nic\""
+)]
+#[case::both_attributes(
+    "        matchAttribute: gpu.mock.dracheck.io/model\n",
+    "        matchAttribute: gpu.mock.dracheck.io/model\n        distinctAttribute: gpu.mock.dracheck.io/uuid\n",
+    "      - requests: [gpu]",
+    "claim.devices.constraints[0]",
+    "exactly one of `matchAttribute`"
+)]
+#[case::short_and_api_mixed(
+    "    constraints:\n      - requests: [gpu]\n        matchAttribute: gpu.mock.dracheck.io/model\n",
+    "  requests: []\n",
+    "    requests:",
+    "claim.devices",
+    "exclude each other"
+)]
+fn an_api_shaped_claim_with_a_mistake_is_refused_at_its_line(
+    #[case] from: &str,
+    #[case] to: &str,
+    #[case] at: &str,
+    #[case] field: &str,
+    #[case] message: &str,
+) {
+    let text = BASE.replace(SHORT_CLAIM, &API_CLAIM.replacen(from, to, 1));
+    assert!(text.contains(to), "the case changes the claim: {from:?}");
+    let e = load_text(&text).expect_err("refused");
+    let line = line_of(&text, at);
+    match &e {
+        ProfileError::Invalid { line: l, field: f, message: m, .. } => {
+            assert_eq!((*l, f.as_str()), (line, field), "{e}");
+            assert!(m.contains(message), "{e}");
+        }
+        other => panic!("not an Invalid: {other}"),
+    }
+    assert_eq!(e.exit_code(), 2);
+}
+
+#[test]
+fn cel_that_does_not_compile_is_refused_in_the_short_form_and_the_class_too() {
+    let short = BASE.replace("selectors: [\"true\"]", "selectors: [\"device.driver ==\"]");
+    let e = load_text(&short).unwrap_err().to_string();
+    assert!(e.contains("field claim.requests[0].selectors[0]: the CEL expression does not compile"), "{e}");
+    let class = BASE.replace("expression: device.driver == \"gpu.mock.dracheck.io\"", "expression: device.driver ==");
+    let e = load_text(&class).unwrap_err().to_string();
+    assert!(
+        e.contains("field deviceClass.spec.selectors[0].cel.expression: the CEL expression does not compile"),
+        "{e}"
+    );
+}
+
+/// The format's example in profiles/README.md is a valid profile, and so is its short form.
+#[test]
+fn the_readme_examples_load() {
+    let readme = std::fs::read_to_string(profile::profiles_dir().join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme.split("```yaml\n").skip(1).map(|b| b.split("```").next().unwrap()).collect();
+    let full = load_text(blocks[0]).unwrap_or_else(|e| panic!("the format example: {e}"));
+    let short_claim = blocks[1];
+    let start = blocks[0].find("claim:").unwrap();
+    let end = blocks[0].find("guarantees:").unwrap();
+    let short = load_text(&format!("{}{short_claim}\n{}", &blocks[0][..start], &blocks[0][end..]))
+        .unwrap_or_else(|e| panic!("the short form example: {e}"));
+    assert_eq!(full.claim_spec(), short.claim_spec(), "the two examples say the same claim");
 }

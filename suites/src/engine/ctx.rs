@@ -224,9 +224,7 @@ impl<'a> Ctx<'a> {
 
     /// A claim of the profile's shape.
     pub fn profile_claim(&self, name: &str) -> ResourceClaim {
-        let mut c = dracheck_objects::claim(&self.ns, name, self.profile().class_name(), 1, &[]);
-        c.spec = Some(self.profile().claim_spec());
-        c
+        self.profile().claim().claim(&self.ns, name)
     }
 
     /// Polls `get` every 200 ms until `ok` holds (returns the value and how long it took) or

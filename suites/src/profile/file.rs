@@ -4,7 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use k8s_openapi::api::resource::v1::DeviceClassSpec;
+use k8s_openapi::api::resource::v1::{
+    CELDeviceSelector, CapacityRequirements, DeviceClaim, DeviceClaimConfiguration, DeviceClassSpec, DeviceConstraint,
+    DeviceRequest, DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaimSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use serde_saphyr::{Location, Spanned};
@@ -13,6 +18,28 @@ use super::error::ProfileError;
 use super::located::{self, Node};
 use super::model::*;
 use super::{API_VERSION, KIND, KUBELET_SLICE_WIPE_DELAY_SECONDS, family};
+
+const EXACT_COUNT: &str = "ExactCount";
+const ALL: &str = "All";
+
+/// A fully qualified attribute name: `domain/name`.
+fn qualified(attribute: &str) -> bool {
+    attribute.split_once('/').is_some_and(|(domain, id)| !domain.is_empty() && !id.is_empty() && !id.contains('/'))
+}
+
+/// "gpu: 2, nic: 1": the device count of each request, for messages.
+fn request_sizes(claim: &ResourceClaimSpec) -> String {
+    let requests = claim.devices.as_ref().and_then(|d| d.requests.as_ref());
+    requests
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let count = r.exactly.as_ref().map(|e| e.count.unwrap_or(1)).unwrap_or(0);
+            format!("{}: {count}", r.name)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// A whole number, with a message that says what was written instead.
 fn whole_number<'de, D: Deserializer<'de>>(d: D, what: &str) -> Result<i64, D::Error> {
@@ -71,7 +98,7 @@ struct ProfileFile {
     metadata: MetadataFile,
     driver: Spanned<String>,
     device_class: Spanned<DeviceClassFile>,
-    claim: ClaimFile,
+    claim: Spanned<ClaimFile>,
     guarantees: Spanned<GuaranteesFile>,
 }
 
@@ -97,7 +124,12 @@ struct DeviceClassFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ClaimFile {
-    requests: Spanned<Vec<RequestFile>>,
+    /// The claim in the API's shape: a `resource.k8s.io/v1` ResourceClaimSpec's `devices`.
+    #[serde(default)]
+    devices: Option<Spanned<Node>>,
+    /// The short form, mapped 1:1 onto the API's exact requests.
+    #[serde(default)]
+    requests: Option<Spanned<Vec<RequestFile>>>,
     #[serde(default)]
     constraints: Vec<ConstraintFile>,
     #[serde(default)]
@@ -285,7 +317,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
             message,
         }
     })?;
-    Validator { path }.profile(file)
+    Validator { path, cel: dracheck_explain::cel::Environment::new() }.profile(file)
 }
 
 /// `Spanned` adds a `value` step to serde_path_to_error's paths that is no field of the file
@@ -321,6 +353,8 @@ fn first_line(message: &str) -> String {
 
 struct Validator<'a> {
     path: &'a Path,
+    /// The CEL environment of `explain`, the scheduler's DRA library.
+    cel: dracheck_explain::cel::Environment,
 }
 
 impl Validator<'_> {
@@ -355,7 +389,10 @@ impl Validator<'_> {
         self.dns_name(&file.metadata.name, "metadata.name", "a profile name")?;
         self.dns_name(&file.driver, "driver", "a DRA driver name (e.g. gpu.mock.dracheck.io)")?;
         let device_class = self.device_class(file.device_class)?;
-        let claim = self.claim(file.claim)?;
+        let class = match &device_class {
+            ClassSource::Inline { name, .. } | ClassSource::Existing { name } => name.clone(),
+        };
+        let claim = self.claim(file.claim, &class, &file.driver.value)?;
         let guarantees = self.guarantees(file.guarantees, &claim)?;
         Ok(Profile {
             path: self.path.to_path_buf(),
@@ -432,38 +469,301 @@ impl Validator<'_> {
         }
     }
 
-    /// The inline spec, typed as the API's DeviceClassSpec, with unknown fields refused.
+    /// The inline spec, typed as the API's DeviceClassSpec, with unknown fields refused and
+    /// its CEL compiled.
     fn inline_spec(&self, raw: &Spanned<Node>) -> Result<DeviceClassSpec, ProfileError> {
         const PREFIX: &str = "deviceClass.spec";
-        let json = raw.value.to_json();
-        let spec: DeviceClassSpec = serde_path_to_error::deserialize(&json).map_err(|e| {
-            let at = located::locate(raw, e.path());
-            let inner = e.path().to_string();
-            let field = if inner == "." { PREFIX.to_string() } else { format!("{PREFIX}.{inner}") };
-            self.err(at, field, e.into_inner().to_string())
-        })?;
-        let typed = serde_json::to_value(&spec).unwrap_or_default();
-        if let Some((field, at, key)) = located::first_unknown_key(raw, &typed, PREFIX) {
-            return Err(self.err(
-                at,
-                field,
-                format!("unknown field `{key}`: not a field of the DeviceClass spec (resource.k8s.io/v1)"),
-            ));
+        let spec: DeviceClassSpec = self.typed(raw, PREFIX, "the DeviceClass spec")?;
+        for (i, selector) in spec.selectors.iter().flatten().enumerate() {
+            if let Some(cel) = &selector.cel {
+                self.compiles(raw, PREFIX, &format!("selectors[{i}].cel.expression"), &cel.expression)?;
+            }
         }
         Ok(spec)
     }
 
-    fn claim(&self, claim: ClaimFile) -> Result<ClaimShape, ProfileError> {
-        if claim.requests.value.is_empty() {
+    /// `raw` as the API type `T` (`what`, for messages), with type errors and unknown fields
+    /// refused at their line: k8s-openapi's types ignore unknown fields themselves.
+    fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(
+        &self,
+        raw: &Spanned<Node>,
+        prefix: &str,
+        what: &str,
+    ) -> Result<T, ProfileError> {
+        let json = raw.value.to_json();
+        let value: T = serde_path_to_error::deserialize(&json).map_err(|e| {
+            let at = located::locate(raw, e.path());
+            let inner = e.path().to_string();
+            let field = if inner == "." { prefix.to_string() } else { format!("{prefix}.{inner}") };
+            self.err(at, field, e.into_inner().to_string())
+        })?;
+        let typed = serde_json::to_value(&value).unwrap_or_default();
+        if let Some((field, at, key)) = located::first_unknown_key(raw, &typed, prefix) {
             return Err(self.err(
-                claim.requests.referenced,
+                at,
+                field,
+                format!("unknown field `{key}`: not a field of {what} (resource.k8s.io/v1)"),
+            ));
+        }
+        Ok(value)
+    }
+
+    /// Compiles a CEL selector in the environment `explain` evaluates selectors in (the
+    /// scheduler's DRA library); `path` is below `prefix` inside `raw`, for the location.
+    fn compiles(&self, raw: &Spanned<Node>, prefix: &str, path: &str, expression: &str) -> Result<(), ProfileError> {
+        let field = format!("{prefix}.{path}");
+        let at = located::locate_dotted(raw, path);
+        if expression.trim().is_empty() {
+            return Err(self.err(
+                at,
+                field,
+                "an empty CEL expression; write one such as device.attributes[\"gpu.example.com\"].model == \"x\"",
+            ));
+        }
+        match self.cel.compile(expression) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.err(at, field, format!("the CEL expression does not compile: {e}"))),
+        }
+    }
+
+    /// The claim, in the API's shape or in the short form, as a ResourceClaimSpec.
+    fn claim(&self, claim: Spanned<ClaimFile>, class: &str, driver: &str) -> Result<ResourceClaimSpec, ProfileError> {
+        let at = claim.referenced;
+        let ClaimFile { devices, requests, constraints, config } = claim.value;
+        match (devices, requests) {
+            (Some(devices), None) if constraints.is_empty() && config.is_none() => self.api_claim(&devices, class),
+            (Some(devices), _) => Err(self.err(
+                devices.referenced,
+                "claim.devices",
+                "`devices` (the claim in the API's shape) and the short form's `requests`, `constraints` and `config` \
+                 exclude each other: write the claim one way",
+            )),
+            (None, Some(requests)) => self.short_claim(requests, constraints, config, class, driver),
+            (None, None) => Err(self.err(
+                at,
+                "claim",
+                "the claim requests nothing: give `devices` (a ResourceClaimSpec's, as in the API) or `requests` (the \
+                 short form)",
+            )),
+        }
+    }
+
+    /// The claim in the API's shape: typed as the API's DeviceClaim, then checked as the
+    /// apiserver would (names, one of `exactly`/`firstAvailable`, counts and allocation
+    /// modes, references between requests, constraints and config) and defaulted as it would
+    /// (`allocationMode: ExactCount`, `count: 1`). A request's `deviceClassName` may be left
+    /// out: it is the profile's class, and naming another class is refused.
+    fn api_claim(&self, raw: &Spanned<Node>, class: &str) -> Result<ResourceClaimSpec, ProfileError> {
+        const PREFIX: &str = "claim.devices";
+        let mut devices: DeviceClaim = self.typed(raw, PREFIX, "a ResourceClaimSpec's devices")?;
+        let at = |path: &str, message: String| {
+            self.err(located::locate_dotted(raw, path), format!("{PREFIX}.{path}"), message)
+        };
+        let requests = devices.requests.get_or_insert_default();
+        if requests.is_empty() {
+            return Err(at("requests", "the claim requests nothing: add at least one request".into()));
+        }
+        // Request names, and `request/alternative` names, that constraints and config may name.
+        let mut known: Vec<String> = Vec::new();
+        for (i, request) in requests.iter_mut().enumerate() {
+            let here = format!("requests[{i}]");
+            self.label(raw, &format!("{here}.name"), &request.name, "request name")?;
+            if known.contains(&request.name) {
+                return Err(at(&format!("{here}.name"), format!("request name {:?} is used twice", request.name)));
+            }
+            known.push(request.name.clone());
+            match (request.exactly.as_mut(), request.first_available.as_mut()) {
+                (Some(e), None) => {
+                    let path = format!("{here}.exactly");
+                    self.exact(raw, &path, &mut e.device_class_name, &mut e.allocation_mode, &mut e.count, class)?;
+                    self.selectors_compile(raw, &path, e.selectors.as_deref())?;
+                    self.capacity_quantities(raw, &path, e.capacity.as_ref())?;
+                }
+                (None, Some(alternatives)) if !alternatives.is_empty() => {
+                    let mut names: Vec<String> = Vec::new();
+                    for (j, a) in alternatives.iter_mut().enumerate() {
+                        let path = format!("{here}.firstAvailable[{j}]");
+                        self.label(raw, &format!("{path}.name"), &a.name, "alternative name")?;
+                        if names.contains(&a.name) {
+                            return Err(at(
+                                &format!("{path}.name"),
+                                format!("alternative name {:?} is used twice", a.name),
+                            ));
+                        }
+                        names.push(a.name.clone());
+                        known.push(format!("{}/{}", request.name, a.name));
+                        self.exact(raw, &path, &mut a.device_class_name, &mut a.allocation_mode, &mut a.count, class)?;
+                        self.selectors_compile(raw, &path, a.selectors.as_deref())?;
+                        self.capacity_quantities(raw, &path, a.capacity.as_ref())?;
+                    }
+                }
+                (None, Some(_)) => {
+                    return Err(at(
+                        &format!("{here}.firstAvailable"),
+                        "lists no alternative: give at least one".into(),
+                    ));
+                }
+                _ => {
+                    return Err(at(
+                        &here,
+                        "a request has exactly one of `exactly` (one kind of device) and `firstAvailable` (alternatives \
+                         in order of preference)"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        let names_known = |path: &str, names: Option<&Vec<String>>| -> Result<(), ProfileError> {
+            for (j, name) in names.into_iter().flatten().enumerate() {
+                let bare = name.split('/').next().unwrap_or(name);
+                if !known.contains(name) && !known.iter().any(|k| k == bare) {
+                    return Err(at(
+                        &format!("{path}.requests[{j}]"),
+                        format!(
+                            "names request {name:?}, which the claim does not have (its requests: {})",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        };
+        for (i, c) in devices.constraints.iter().flatten().enumerate() {
+            let path = format!("constraints[{i}]");
+            names_known(&path, c.requests.as_ref())?;
+            let (field, attribute) = match (&c.match_attribute, &c.distinct_attribute) {
+                (Some(a), None) => ("matchAttribute", a),
+                (None, Some(a)) => ("distinctAttribute", a),
+                _ => {
+                    return Err(at(
+                        &path,
+                        "a constraint has exactly one of `matchAttribute` and `distinctAttribute`".into(),
+                    ));
+                }
+            };
+            if !qualified(attribute) {
+                return Err(at(
+                    &format!("{path}.{field}"),
+                    format!(
+                        "{attribute:?} is not a fully qualified attribute name: write domain/name, e.g. gpu.mock.dracheck.io/model"
+                    ),
+                ));
+            }
+        }
+        for (i, c) in devices.config.iter().flatten().enumerate() {
+            names_known(&format!("config[{i}]"), c.requests.as_ref())?;
+        }
+        Ok(ResourceClaimSpec { devices: Some(devices) })
+    }
+
+    /// A DNS label, as request names are.
+    fn label(&self, raw: &Spanned<Node>, path: &str, name: &str, what: &str) -> Result<(), ProfileError> {
+        let ok = !name.is_empty()
+            && name.len() <= 63
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !name.starts_with('-')
+            && !name.ends_with('-');
+        if ok {
+            return Ok(());
+        }
+        Err(self.err(
+            located::locate_dotted(raw, path),
+            format!("claim.devices.{path}"),
+            format!("{name:?} is not a valid {what} (a DNS label: a-z, 0-9 and '-')"),
+        ))
+    }
+
+    /// The class, allocation mode and count of an exact request or alternative, defaulted
+    /// as the apiserver defaults them.
+    fn exact(
+        &self,
+        raw: &Spanned<Node>,
+        path: &str,
+        device_class_name: &mut String,
+        allocation_mode: &mut Option<String>,
+        count: &mut Option<i64>,
+        class: &str,
+    ) -> Result<(), ProfileError> {
+        let at = |field: &str, message: String| {
+            let path = if field.is_empty() { path.to_string() } else { format!("{path}.{field}") };
+            self.err(located::locate_dotted(raw, &path), format!("claim.devices.{path}"), message)
+        };
+        if device_class_name.is_empty() {
+            *device_class_name = class.to_string();
+        } else if device_class_name != class {
+            return Err(at(
+                "deviceClassName",
+                format!(
+                    "names class {device_class_name:?}, but the profile's class is {class:?}: leave deviceClassName out \
+                     or write {class}"
+                ),
+            ));
+        }
+        match allocation_mode.get_or_insert_with(|| EXACT_COUNT.into()).as_str() {
+            EXACT_COUNT => match *count.get_or_insert(1) {
+                n if n < 1 => Err(at("count", format!("count must be at least 1, got {n}"))),
+                _ => Ok(()),
+            },
+            ALL if count.is_some() => {
+                Err(at("count", "`allocationMode: All` takes every matching device: leave out `count`".into()))
+            }
+            ALL => Ok(()),
+            other => Err(at("allocationMode", format!("{other:?} is no allocation mode: write ExactCount or All"))),
+        }
+    }
+
+    fn selectors_compile(
+        &self,
+        raw: &Spanned<Node>,
+        path: &str,
+        selectors: Option<&[DeviceSelector]>,
+    ) -> Result<(), ProfileError> {
+        for (i, s) in selectors.into_iter().flatten().enumerate() {
+            if let Some(cel) = &s.cel {
+                self.compiles(raw, "claim.devices", &format!("{path}.selectors[{i}].cel.expression"), &cel.expression)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn capacity_quantities(
+        &self,
+        raw: &Spanned<Node>,
+        path: &str,
+        capacity: Option<&CapacityRequirements>,
+    ) -> Result<(), ProfileError> {
+        for (name, q) in capacity.and_then(|c| c.requests.as_ref()).into_iter().flatten() {
+            if !is_quantity(&q.0) {
+                let path = format!("{path}.capacity.requests.{name}");
+                return Err(self.err(
+                    located::locate_dotted(raw, &path),
+                    format!("claim.devices.{path}"),
+                    format!("{:?} is not a quantity (a number with an optional suffix such as Gi, M or m)", q.0),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The short form: exact requests of the profile's class.
+    fn short_claim(
+        &self,
+        requests_file: Spanned<Vec<RequestFile>>,
+        constraints_file: Vec<ConstraintFile>,
+        config: Option<serde_json::Value>,
+        class: &str,
+        driver: &str,
+    ) -> Result<ResourceClaimSpec, ProfileError> {
+        if requests_file.value.is_empty() {
+            return Err(self.err(
+                requests_file.referenced,
                 "claim.requests",
                 "the claim requests nothing: add at least one request (name and count)",
             ));
         }
         let mut requests = Vec::new();
         let mut seen: BTreeMap<String, u64> = BTreeMap::new();
-        for (i, r) in claim.requests.value.into_iter().enumerate() {
+        for (i, r) in requests_file.value.into_iter().enumerate() {
             let field = |f: &str| format!("claim.requests[{i}].{f}");
             let name = &r.name;
             let label_ok = !name.value.is_empty()
@@ -498,24 +798,35 @@ impl Validator<'_> {
             };
             let mut selectors = Vec::new();
             for (s, sel) in r.selectors.iter().enumerate() {
+                let at = |message: String| self.err(sel.referenced, field(&format!("selectors[{s}]")), message);
                 if sel.value.trim().is_empty() {
-                    return Err(self.err(
-                        sel.referenced,
-                        field(&format!("selectors[{s}]")),
-                        "an empty CEL expression; write one such as device.attributes[\"gpu.example.com\"].model == \"x\"",
+                    return Err(at(
+                        "an empty CEL expression; write one such as device.attributes[\"gpu.example.com\"].model == \"x\""
+                            .into(),
                     ));
                 }
-                selectors.push(sel.value.clone());
+                if let Err(e) = self.cel.compile(&sel.value) {
+                    return Err(at(format!("the CEL expression does not compile: {e}")));
+                }
+                selectors.push(DeviceSelector { cel: Some(CELDeviceSelector { expression: sel.value.clone() }) });
             }
-            requests.push(Request {
+            let capacity: BTreeMap<String, Quantity> =
+                r.capacity.into_iter().map(|(k, v)| (k, Quantity(v.0))).collect();
+            requests.push(DeviceRequest {
                 name: r.name.value,
-                count,
-                selectors,
-                capacity: r.capacity.into_iter().map(|(k, v)| (k, v.0)).collect(),
+                exactly: Some(ExactDeviceRequest {
+                    device_class_name: class.to_string(),
+                    allocation_mode: Some(EXACT_COUNT.into()),
+                    count: Some(count),
+                    selectors: (!selectors.is_empty()).then_some(selectors),
+                    capacity: (!capacity.is_empty()).then_some(CapacityRequirements { requests: Some(capacity) }),
+                    ..ExactDeviceRequest::default()
+                }),
+                first_available: None,
             });
         }
         let mut constraints = Vec::new();
-        for (i, c) in claim.constraints.into_iter().enumerate() {
+        for (i, c) in constraints_file.into_iter().enumerate() {
             for (j, req) in c.requests.iter().enumerate() {
                 if !seen.contains_key(&req.value) {
                     return Err(self.err(
@@ -530,11 +841,7 @@ impl Validator<'_> {
                 }
             }
             let attr = &c.match_attribute;
-            let qualified = attr
-                .value
-                .split_once('/')
-                .is_some_and(|(domain, id)| !domain.is_empty() && !id.is_empty() && !id.contains('/'));
-            if !qualified {
+            if !qualified(&attr.value) {
                 return Err(self.err(
                     attr.referenced,
                     format!("claim.constraints[{i}].matchAttribute"),
@@ -544,22 +851,40 @@ impl Validator<'_> {
                     ),
                 ));
             }
-            constraints.push(Constraint {
-                requests: c.requests.into_iter().map(|r| r.value).collect(),
-                match_attribute: c.match_attribute.value,
+            let requests: Vec<String> = c.requests.into_iter().map(|r| r.value).collect();
+            constraints.push(DeviceConstraint {
+                requests: (!requests.is_empty()).then_some(requests),
+                match_attribute: Some(c.match_attribute.value),
+                ..DeviceConstraint::default()
             });
         }
-        Ok(ClaimShape { requests, constraints, config: claim.config })
+        let config = config.map(|parameters| {
+            vec![DeviceClaimConfiguration {
+                requests: None,
+                opaque: Some(OpaqueDeviceConfiguration {
+                    driver: driver.to_string(),
+                    parameters: RawExtension(parameters),
+                }),
+            }]
+        });
+        Ok(ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(requests),
+                constraints: (!constraints.is_empty()).then_some(constraints),
+                config,
+            }),
+        })
     }
 
-    fn guarantees(&self, g: Spanned<GuaranteesFile>, claim: &ClaimShape) -> Result<Guarantees, ProfileError> {
+    fn guarantees(&self, g: Spanned<GuaranteesFile>, claim: &ResourceClaimSpec) -> Result<Guarantees, ProfileError> {
         let at = g.referenced;
         let g = g.value;
         let limits = match g.limits {
             None => None,
             Some(l) => {
                 let max = &l.max_devices_per_claim;
-                let total: i64 = claim.requests.iter().map(|r| r.count).sum();
+                // A request for all matching devices has no size of its own to compare.
+                let total = super::model::devices_wanted(claim).unwrap_or(0);
                 if max.value.0 < 1 {
                     return Err(self.err(
                         max.referenced,
@@ -575,12 +900,7 @@ impl Validator<'_> {
                             "{} is smaller than the profile's own claim, which asks for {total} device(s) ({}); \
                              raise the limit or make the claim smaller",
                             max.value.0,
-                            claim
-                                .requests
-                                .iter()
-                                .map(|r| format!("{}: {}", r.name, r.count))
-                                .collect::<Vec<_>>()
-                                .join(", ")
+                            request_sizes(claim)
                         ),
                     ));
                 }

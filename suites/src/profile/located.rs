@@ -129,6 +129,35 @@ pub(crate) fn locate(root: &Spanned<Node>, path: &serde_path_to_error::Path) -> 
     location
 }
 
+/// The location of the part of `root` at `path`, written as the fields of messages are
+/// (`requests[0].exactly.count`); as far as the path exists, as [`locate`] does.
+pub(crate) fn locate_dotted(root: &Spanned<Node>, path: &str) -> Location {
+    let mut here = root;
+    let mut location = root.referenced;
+    let steps = path.split('.').flat_map(|part| {
+        let mut pieces = part.split('[');
+        let key = pieces.next().filter(|k| !k.is_empty()).map(|k| Err(k.to_string()));
+        key.into_iter().chain(pieces.filter_map(|i| i.trim_end_matches(']').parse::<usize>().ok().map(Ok)))
+    });
+    for step in steps {
+        let next = match (&step, &here.value) {
+            (Ok(index), Node::Seq(items)) => items.get(*index).map(|i| (i, i.referenced)),
+            (Err(key), Node::Map(entries)) => {
+                entries.iter().find(|(k, _)| &k.value == key).map(|(k, v)| (v, k.referenced))
+            }
+            _ => None,
+        };
+        match next {
+            Some((node, loc)) => {
+                here = node;
+                location = loc;
+            }
+            None => break,
+        }
+    }
+    location
+}
+
 /// The first key of `raw` that the typed object dropped (a field its type does not know):
 /// its dotted path below `prefix`, its location and the key.
 pub(crate) fn first_unknown_key(

@@ -24,9 +24,8 @@ pub use error::ProfileError;
 pub use file::{load, parse};
 pub use lookup::{load_for, profiles_dir, resolve, shipped};
 pub use model::{
-    Allocation, CapacityRecovery, ClaimShape, ClassSource, Constraint, DriverRestart, Guarantees, Impossible,
-    ImpossibleVariant, Isolation, IsolationMode, Limits, Metadata, NodeRemoval, NodeRestart, Profile, Request,
-    Retention, Versions,
+    Allocation, CapacityRecovery, ClassSource, DriverRestart, Guarantees, Impossible, ImpossibleVariant, Isolation,
+    IsolationMode, Limits, Metadata, NodeRemoval, NodeRestart, Profile, Retention, Versions,
 };
 pub use version::{Version, VersionReq};
 

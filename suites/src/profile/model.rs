@@ -1,18 +1,13 @@
 //! The profile as the suite uses it: parsed, validated and typed. What each guarantee family
 //! publishes is declared once, in `family`.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::resource::v1::{
-    CELDeviceSelector, CapacityRequirements, DeviceClaim, DeviceClaimConfiguration, DeviceClass, DeviceClassSpec,
-    DeviceConstraint, DeviceRequest, DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaimSpec,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use dracheck_objects::ClaimBuilder;
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassSpec, ResourceClaimSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde::{Deserialize, Serialize};
 
 use super::error::ProfileError;
@@ -28,7 +23,9 @@ pub struct Profile {
     /// The DRA driver name (`gpu.mock.dracheck.io`).
     pub driver: String,
     pub device_class: ClassSource,
-    pub claim: ClaimShape,
+    /// The claim workloads of this profile make, as the API takes it: every request names
+    /// the profile's class, counts and allocation modes are filled in.
+    pub claim: ResourceClaimSpec,
     pub guarantees: Guarantees,
 }
 
@@ -47,36 +44,6 @@ pub enum ClassSource {
     Inline { name: String, spec: DeviceClassSpec },
     /// A class that already exists in the cluster (installed with the driver).
     Existing { name: String },
-}
-
-/// The claim that workloads of this profile make.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimShape {
-    pub requests: Vec<Request>,
-    pub constraints: Vec<Constraint>,
-    /// Opaque configuration for the driver, passed as the claim's `config[].opaque.parameters`.
-    pub config: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Request {
-    pub name: String,
-    pub count: i64,
-    /// CEL expressions, all of which a device must satisfy (on top of the class's).
-    pub selectors: Vec<String>,
-    /// Minimum capacity per device (`memory: 20Gi`), as quantities.
-    pub capacity: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Constraint {
-    /// The requests it applies to; empty means all of them.
-    pub requests: Vec<String>,
-    /// A fully qualified attribute (`gpu.mock.dracheck.io/model`) all devices must share.
-    pub match_attribute: String,
 }
 
 /// The guarantee families a profile publishes; a missing family is not checked.
@@ -259,61 +226,19 @@ impl Profile {
 
     /// The claim workloads of this profile make, as the API takes it.
     pub fn claim_spec(&self) -> ResourceClaimSpec {
-        let requests = self
-            .claim
-            .requests
-            .iter()
-            .map(|r| DeviceRequest {
-                name: r.name.clone(),
-                exactly: Some(ExactDeviceRequest {
-                    device_class_name: self.class_name().to_string(),
-                    allocation_mode: Some("ExactCount".into()),
-                    count: Some(r.count),
-                    selectors: (!r.selectors.is_empty()).then(|| {
-                        r.selectors
-                            .iter()
-                            .map(|e| DeviceSelector { cel: Some(CELDeviceSelector { expression: e.clone() }) })
-                            .collect()
-                    }),
-                    capacity: (!r.capacity.is_empty()).then(|| CapacityRequirements {
-                        requests: Some(r.capacity.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect()),
-                    }),
-                    ..ExactDeviceRequest::default()
-                }),
-                first_available: None,
-            })
-            .collect();
-        let constraints = self
-            .claim
-            .constraints
-            .iter()
-            .map(|c| DeviceConstraint {
-                requests: (!c.requests.is_empty()).then(|| c.requests.clone()),
-                match_attribute: Some(c.match_attribute.clone()),
-                ..DeviceConstraint::default()
-            })
-            .collect::<Vec<_>>();
-        let config = self.claim.config.as_ref().map(|parameters| {
-            vec![DeviceClaimConfiguration {
-                requests: None,
-                opaque: Some(OpaqueDeviceConfiguration {
-                    driver: self.driver.clone(),
-                    parameters: RawExtension(parameters.clone()),
-                }),
-            }]
-        });
-        ResourceClaimSpec {
-            devices: Some(DeviceClaim {
-                requests: Some(requests),
-                constraints: (!constraints.is_empty()).then_some(constraints),
-                config,
-            }),
-        }
+        self.claim.clone()
     }
 
-    /// How many devices one claim of this profile takes.
-    pub fn total_devices(&self) -> i64 {
-        self.claim.requests.iter().map(|r| r.count).sum()
+    /// The profile's claim, to derive variants from.
+    pub fn claim(&self) -> ClaimBuilder {
+        ClaimBuilder::from_spec(self.claim.clone())
+    }
+
+    /// How many devices one claim of this profile takes; `None` when a request takes all
+    /// matching devices (`allocationMode: All`). A `firstAvailable` request counts its
+    /// largest alternative.
+    pub fn total_devices(&self) -> Option<i64> {
+        devices_wanted(&self.claim)
     }
 
     /// The guarantee IDs the profile publishes, in the order of [`family::FAMILIES`].
@@ -344,4 +269,27 @@ impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.metadata.name, self.path.display())
     }
+}
+
+/// See [`Profile::total_devices`].
+pub(super) fn devices_wanted(spec: &ResourceClaimSpec) -> Option<i64> {
+    let count = |mode: &Option<String>, count: Option<i64>| match mode.as_deref() {
+        Some("All") => None,
+        _ => Some(count.unwrap_or(1)),
+    };
+    let requests = spec.devices.as_ref().and_then(|d| d.requests.as_ref());
+    requests.into_iter().flatten().try_fold(0, |sum, r| {
+        let n = match (&r.exactly, &r.first_available) {
+            (Some(e), _) => count(&e.allocation_mode, e.count)?,
+            (None, Some(alternatives)) => alternatives
+                .iter()
+                .map(|a| count(&a.allocation_mode, a.count))
+                .collect::<Option<Vec<i64>>>()?
+                .into_iter()
+                .max()
+                .unwrap_or(0),
+            (None, None) => 0,
+        };
+        Some(sum + n)
+    })
 }

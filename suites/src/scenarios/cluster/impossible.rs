@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{CELDeviceSelector, Device, DeviceSelector, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams};
 
 use super::common::{allocated, wait_unschedulable};
@@ -261,34 +261,20 @@ async fn impossible_claim(
     variant: &ImpossibleVariant,
     name: &str,
 ) -> Result<Option<ResourceClaim>, String> {
-    let mut claim = ctx.profile_claim(name);
-    let driver = ctx.target.driver.name.clone();
-    let requests = claim
-        .spec
-        .as_mut()
-        .and_then(|s| s.devices.as_mut())
-        .and_then(|d| d.requests.as_mut())
-        .ok_or("the profile's claim has no requests")?;
-    let exact = requests[0].exactly.as_mut().ok_or("the profile's first request is not an exact request")?;
-    let add_selector = |exact: &mut k8s_openapi::api::resource::v1::ExactDeviceRequest, cel: String| {
-        exact
-            .selectors
-            .get_or_insert_default()
-            .push(DeviceSelector { cel: Some(CELDeviceSelector { expression: cel }) });
-    };
-    match variant {
-        ImpossibleVariant::UnknownClass => exact.device_class_name = MISSING_CLASS.into(),
+    let driver = &ctx.target.driver.name;
+    let claim = ctx.profile().claim();
+    let claim = match variant {
+        ImpossibleVariant::UnknownClass => claim.class(MISSING_CLASS),
         ImpossibleVariant::SelectorMatchesNothing => {
-            add_selector(exact, format!("device.driver == {:?}", format!("{driver}.invalid")))
+            claim.selector(&format!("device.driver == {:?}", format!("{driver}.invalid")))
         }
-        ImpossibleVariant::CountAboveInventory => exact.count = Some(most_on_one_node(ctx).await + 1),
+        ImpossibleVariant::CountAboveInventory => claim.count(most_on_one_node(ctx).await + 1),
         ImpossibleVariant::CapacityTooLarge => {
             let Some((capacity, max)) = largest_capacity(ctx).await else { return Ok(None) };
-            let cel = format!("device.capacity[{driver:?}].{capacity}.compareTo(quantity(\"{}\")) >= 0", max * 2);
-            add_selector(exact, cel);
+            claim.selector(&format!("device.capacity[{driver:?}].{capacity}.compareTo(quantity(\"{}\")) >= 0", max * 2))
         }
-    }
-    Ok(Some(claim))
+    };
+    Ok(Some(claim.claim(&ctx.ns, name)))
 }
 
 async fn driver_slices(ctx: &Ctx<'_>) -> Vec<ResourceSlice> {

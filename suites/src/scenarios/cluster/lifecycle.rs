@@ -25,9 +25,7 @@ const DONE: Duration = Duration::from_secs(60);
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     ctx.phase("a short job on a template claim and one on a standalone claim");
-    let mut template = dracheck_objects::claim_template(&ctx.ns, "job", ctx.profile().class_name(), 1, &[]);
-    template.spec.get_or_insert_default().spec = Some(ctx.profile().claim_spec());
-    ctx.create(&template).await?;
+    ctx.create(&ctx.profile().claim().template(&ctx.ns, "job")).await?;
     // Long enough that the generated claim is still there to be read when its name shows.
     ctx.create(&ctx.pod("templated").claim_from_template("devices", "job").command("sleep 5").build()).await?;
     ctx.create(&ctx.profile_claim("standalone")).await?;

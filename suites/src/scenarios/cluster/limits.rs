@@ -26,17 +26,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         .map(|l| l.max_devices_per_claim)
         .ok_or("the profile sets no limits")?;
     ctx.phase(&format!("a claim for {max} devices"));
-    let mut claim = ctx.profile_claim("at-limit");
-    if let Some(exact) = claim
-        .spec
-        .as_mut()
-        .and_then(|s| s.devices.as_mut())
-        .and_then(|d| d.requests.as_mut())
-        .and_then(|r| r[0].exactly.as_mut())
-    {
-        exact.count = Some(max);
-    }
-    ctx.create(&claim).await?;
+    ctx.create(&ctx.profile().claim().count(max).claim(&ctx.ns, "at-limit")).await?;
     ctx.create(&ctx.workload("at-limit").claim("devices", "at-limit").build()).await?;
     match allocated(ctx, "at-limit", Duration::from_secs(30)).await {
         Ok((c, _)) if device_names(&c).len() == max as usize => {

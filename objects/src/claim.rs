@@ -1,0 +1,187 @@
+//! The one builder of the ResourceClaims dracheck creates. A scenario starts from the claim a
+//! profile publishes (or from one exact request) and derives the variant it needs by name
+//! (`.count(n)`, `.selector(cel)`, `.class(name)`), instead of patching `Option` chains of
+//! the API types after the fact; the same builder gives the claim, a template of it, or the
+//! bare spec.
+
+use k8s_openapi::api::resource::v1::{
+    CELDeviceSelector, DeviceClaim, DeviceRequest, DeviceSelector, DeviceSubRequest, ExactDeviceRequest, ResourceClaim,
+    ResourceClaimSpec, ResourceClaimTemplate, ResourceClaimTemplateSpec,
+};
+
+/// The request name of a claim built from a class and a count.
+pub const REQUEST: &str = "req";
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClaimBuilder {
+    spec: ResourceClaimSpec,
+}
+
+impl ClaimBuilder {
+    /// Starts from a spec as the API takes it, e.g. the one a profile publishes.
+    pub fn from_spec(spec: ResourceClaimSpec) -> ClaimBuilder {
+        ClaimBuilder { spec }
+    }
+
+    /// One exact request, [`REQUEST`], for `count` devices of `class`.
+    pub fn exact(class: &str, count: i64) -> ClaimBuilder {
+        let request = DeviceRequest {
+            name: REQUEST.into(),
+            exactly: Some(ExactDeviceRequest {
+                device_class_name: class.into(),
+                allocation_mode: Some("ExactCount".into()),
+                count: Some(count),
+                ..ExactDeviceRequest::default()
+            }),
+            first_available: None,
+        };
+        ClaimBuilder {
+            spec: ResourceClaimSpec {
+                devices: Some(DeviceClaim { requests: Some(vec![request]), ..DeviceClaim::default() }),
+            },
+        }
+    }
+
+    /// The first request asks for exactly `count` devices (each of its alternatives, for a
+    /// `firstAvailable` request).
+    pub fn count(mut self, count: i64) -> ClaimBuilder {
+        self.each_of_first(|e| {
+            *e.allocation_mode = Some("ExactCount".into());
+            *e.count = Some(count);
+        });
+        self
+    }
+
+    /// The first request also needs `expression` to hold (each of its alternatives).
+    pub fn selector(mut self, expression: &str) -> ClaimBuilder {
+        self.each_of_first(|e| {
+            e.selectors.get_or_insert_default().push(cel(expression));
+        });
+        self
+    }
+
+    /// Every `selectors` entry of `expressions`, in order.
+    pub fn selectors<'a>(self, expressions: impl IntoIterator<Item = &'a str>) -> ClaimBuilder {
+        expressions.into_iter().fold(self, ClaimBuilder::selector)
+    }
+
+    /// The first request names the DeviceClass `class` (each of its alternatives).
+    pub fn class(mut self, class: &str) -> ClaimBuilder {
+        self.each_of_first(|e| *e.device_class_name = class.into());
+        self
+    }
+
+    /// The spec as the API takes it.
+    pub fn spec(&self) -> ResourceClaimSpec {
+        self.spec.clone()
+    }
+
+    /// A standalone claim `name` in `namespace`.
+    pub fn claim(&self, namespace: &str, name: &str) -> ResourceClaim {
+        ResourceClaim { metadata: crate::meta(name, Some(namespace)), spec: Some(self.spec()), status: None }
+    }
+
+    /// A template `name` in `namespace` whose generated claims have this spec.
+    pub fn template(&self, namespace: &str, name: &str) -> ResourceClaimTemplate {
+        ResourceClaimTemplate {
+            metadata: crate::meta(name, Some(namespace)),
+            spec: Some(ResourceClaimTemplateSpec { metadata: None, spec: Some(self.spec()) }),
+        }
+    }
+
+    /// Applies `f` to the exact request of the first request, or to each of its alternatives.
+    fn each_of_first(&mut self, f: impl Fn(&mut Exact<'_>)) {
+        let Some(first) = self.spec.devices.as_mut().and_then(|d| d.requests.as_mut()).and_then(|r| r.first_mut())
+        else {
+            return;
+        };
+        if let Some(e) = first.exactly.as_mut() {
+            f(&mut Exact {
+                device_class_name: &mut e.device_class_name,
+                allocation_mode: &mut e.allocation_mode,
+                count: &mut e.count,
+                selectors: &mut e.selectors,
+            });
+        }
+        for sub in first.first_available.iter_mut().flatten() {
+            let DeviceSubRequest { device_class_name, allocation_mode, count, selectors, .. } = sub;
+            f(&mut Exact { device_class_name, allocation_mode, count, selectors });
+        }
+    }
+}
+
+/// What an exact request and a `firstAvailable` alternative have in common, so that one
+/// variation applies to both.
+struct Exact<'a> {
+    device_class_name: &'a mut String,
+    allocation_mode: &'a mut Option<String>,
+    count: &'a mut Option<i64>,
+    selectors: &'a mut Option<Vec<DeviceSelector>>,
+}
+
+pub(crate) fn cel(expression: impl Into<String>) -> DeviceSelector {
+    DeviceSelector { cel: Some(CELDeviceSelector { expression: expression.into() }) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first(b: &ClaimBuilder) -> DeviceRequest {
+        b.spec().devices.unwrap().requests.unwrap().remove(0)
+    }
+
+    #[test]
+    fn variants_change_the_first_request_only() {
+        let mut second = first(&ClaimBuilder::exact("b", 1));
+        second.name = "second".into();
+        let two = ClaimBuilder::from_spec(ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(vec![first(&ClaimBuilder::exact("a", 1)), second.clone()]),
+                ..DeviceClaim::default()
+            }),
+        });
+        let requests =
+            two.count(5).selector("device.driver == \"x\"").class("c").spec().devices.unwrap().requests.unwrap();
+        let e = requests[0].exactly.as_ref().unwrap();
+        assert_eq!((e.device_class_name.as_str(), e.count), ("c", Some(5)));
+        assert_eq!(e.selectors.as_ref().unwrap()[0].cel.as_ref().unwrap().expression, "device.driver == \"x\"");
+        assert_eq!(requests[1], second, "the second request is as it was");
+    }
+
+    #[test]
+    fn an_alternatives_request_changes_in_each_alternative() {
+        let sub = |class: &str| DeviceSubRequest {
+            name: class.into(),
+            device_class_name: class.into(),
+            count: Some(1),
+            allocation_mode: Some("All".into()),
+            ..DeviceSubRequest::default()
+        };
+        let b = ClaimBuilder::from_spec(ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(vec![DeviceRequest {
+                    name: "gpu".into(),
+                    exactly: None,
+                    first_available: Some(vec![sub("big"), sub("small")]),
+                }]),
+                ..DeviceClaim::default()
+            }),
+        })
+        .count(3);
+        for s in first(&b).first_available.unwrap() {
+            assert_eq!((s.allocation_mode.as_deref(), s.count), (Some("ExactCount"), Some(3)), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn claim_and_template_share_the_spec_and_carry_the_managed_by_label() {
+        let b = ClaimBuilder::exact("gpu", 2).selectors(["a", "b"]);
+        let claim = b.claim("ns", "c");
+        let template = b.template("ns", "t");
+        assert_eq!(claim.spec, template.spec.unwrap().spec);
+        assert_eq!(claim.metadata.labels.unwrap()[crate::MANAGED_BY.0], crate::MANAGED_BY.1);
+        let e = first(&b).exactly.unwrap();
+        assert_eq!((e.count, e.selectors.unwrap().len()), (Some(2), 2));
+    }
+}
