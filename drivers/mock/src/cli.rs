@@ -66,14 +66,8 @@ pub struct Args {
     #[arg(long)]
     pub remove_slices_on_exit: bool,
 
-    /// Switch on a fault (repeatable): fail-prepare=N, hang-prepare, exit-on-prepare,
-    /// non-idempotent-prepare, lose-checkpoint, stale-slices-on-exit, cdi-without-spec,
-    /// wrong-attribute=NAME=VALUE, wrong-capacity=NAME=VALUE, phantom-devices=N,
-    /// no-owner-reference, wipe-slices-on-start, prepare-wrong-device,
-    /// prepare-first-device-only, prepare-foreign-claims, reset-devices-on-start,
-    /// register-first-start-only, wrong-version=X, register-v1beta1-only, never-unprepare,
-    /// foreign-slice=NODE. See README.md.
-    #[arg(long = "fault", value_name = "NAME[=ARG]")]
+    /// Switch on a fault (repeatable; --help lists them). See README.md.
+    #[arg(long = "fault", value_name = "NAME[=ARG]", long_help = crate::faults::help())]
     pub faults: Vec<Fault>,
 }
 

@@ -1,124 +1,318 @@
 //! Fault switches: each makes the driver misbehave like a real driver bug, so that the suite
-//! can prove it notices. The guarantee IDs in the docs are the ones the suite reports; the
-//! table of which fault breaks which guarantee is `suites/src/fidelity.rs`, shown in
-//! drivers/mock/README.md and checked against real runs by `suites/tests/fidelity.rs`.
+//! can prove it notices. [`TABLE`] is the one place a fault is named, documented and parsed;
+//! the guarantee IDs in its comments are the ones the suite reports. The table of which fault
+//! breaks which guarantee is `suites/src/fidelity.rs`, shown in drivers/mock/README.md and
+//! checked against real runs by `suites/tests/fidelity.rs`.
 
 use std::fmt;
 use std::str::FromStr;
 
+/// A fault switch. Its name, argument and what it does are its row in [`TABLE`]; a variant
+/// without a row cannot be shown or parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
-    /// `fail-prepare=N`: the first N NodePrepareResources calls fail with a gRPC error
-    /// (`UNAVAILABLE`). Breaks the plugin-tier checks that begin with a prepare
-    /// (`plugin.prepare.allocated-claim`, …); a kubelet retries, so workloads only start late.
     FailPrepare(u32),
-    /// `hang-prepare`: NodePrepareResources never answers, past kubelet's 45 s call timeout.
-    /// Breaks the plugin-tier prepare checks and everything that needs a running workload
-    /// (`workload.sees-devices`, …): the pod never starts.
     HangPrepare,
-    /// `exit-on-prepare`: the process exits (status 1, no cleanup, like a crash) when a
-    /// NodePrepareResources call arrives. Breaks what `hang-prepare` breaks.
     ExitOnPrepare,
-    /// `non-idempotent-prepare`: every prepare of the same claim returns new CDI device IDs
-    /// (and rewrites the spec with them). Breaks `plugin.prepare.idempotent`; a kubelet calls
-    /// Prepare once per claim and node (not again after its restart), so nothing else.
     NonIdempotentPrepare,
-    /// `lose-checkpoint`: the checkpoint is deleted at start, so claims prepared before a
-    /// restart are forgotten: their unprepare succeeds but leaves the CDI spec behind.
-    /// Breaks `plugin.restart.keeps-state`.
     LoseCheckpoint,
-    /// `stale-slices-on-exit`: the slices stay after a clean shutdown even with
-    /// `--remove-slices-on-exit`. Breaks no guarantee: the DRA contract leaves removal on exit
-    /// to the driver (the upstream helper keeps slices by default), and the kubelet's wipe and
-    /// the Node's garbage collection remove them.
     StaleSlicesOnExit,
-    /// `cdi-without-spec`: prepare returns CDI device IDs but writes no CDI spec, so the
-    /// runtime cannot resolve them. Breaks `plugin.cdi.resolvable` and every running workload.
     CdiWithoutSpec,
-    /// `wrong-attribute=NAME=VALUE`: every published device carries attribute NAME = VALUE
-    /// instead of the inventory's value. Breaks `plugin.slices.match-inventory`.
     WrongAttribute { name: String, value: String },
-    /// `wrong-capacity=NAME=VALUE`: every published device has capacity NAME = VALUE instead
-    /// of the inventory's, like a driver that reports memory in the wrong unit. The scheduler
-    /// then allocates requests no device can meet. Breaks `plugin.slices.match-inventory`,
-    /// `claim.impossible.capacity` (with a value above the inventory's) and
-    /// `claim.impossible.explained`.
     WrongCapacity { name: String, value: String },
-    /// `phantom-devices=N`: also publishes N devices the node does not have (copies of its
-    /// last device named `phantom-<i>`), like a driver that counts a device twice or keeps a
-    /// removed one. The scheduler allocates them; prepare refuses them. Breaks
-    /// `plugin.slices.match-inventory`, and with enough phantoms `claim.impossible.count`,
-    /// `claim.impossible.explained` and `capacity.recovered`.
     PhantomDevices(u32),
-    /// `no-owner-reference`: the slices carry no controller ownerRef to the Node, as
-    /// drivers written without the upstream helper often forget. Breaks
-    /// `plugin.slices.owned-by-node` and `node.removal.slices-gone`: nothing removes the
-    /// slices of a deleted Node.
     NoOwnerReference,
-    /// `wipe-slices-on-start`: every start deletes the node's slices before publishing them
-    /// again, so a restart makes the devices vanish for a moment and changes the slices.
-    /// Breaks `driver.restart.slices-kept`.
     WipeSlicesOnStart,
-    /// `prepare-wrong-device`: the CDI spec of every claim exposes the node's first device,
-    /// whatever was allocated (the response still names the allocated devices), like a
-    /// driver that ignores the allocation result. Breaks `workload.sees-devices`,
-    /// `isolation.exclusive` and `limits.max-devices-per-claim`.
     PrepareWrongDevice,
-    /// `prepare-first-device-only`: the CDI spec of a claim exposes only its first allocated
-    /// device, like a driver whose loop over the allocation results stops early. Breaks
-    /// `limits.max-devices-per-claim` and `workload.sees-devices` for multi-device claims.
     PrepareFirstDeviceOnly,
-    /// `wrong-version=X`: `--version` reports X instead of the driver's version, like a build
-    /// without its release stamp. Breaks `versions.driver`.
-    WrongVersion(String),
-    /// `prepare-foreign-claims`: prepare does not check that the allocated devices are in this
-    /// node's pool, so a claim allocated on another node gets this node's devices of the same
-    /// name. Breaks `plugin.prepare.refuses-foreign-node`.
     PrepareForeignClaims,
-    /// `reset-devices-on-start`: at start-up the driver resets the devices its checkpoint
-    /// lists as prepared, as a GPU reset during initialisation does, which kills the
-    /// processes using them. Breaks `driver.restart.workload-keeps-devices`.
     ResetDevicesOnStart,
-    /// `register-first-start-only`: only the first start on a state dir offers the
-    /// registration socket; a restarted driver serves DRA but the kubelet never learns it is
-    /// back. Breaks `plugin.restart.keeps-state` and `driver.restart.new-claims-work`, and
-    /// `node.restart.driver-recovers` on the node where the driver restart ran first (a kubelet
-    /// restart alone does not restart the driver: it finds the first start's socket).
     RegisterFirstStartOnly,
-    /// `register-v1beta1-only`: GetInfo offers only `v1beta1.DRAPlugin`, like a driver whose
-    /// registration was not updated for the v1 API; both services are still served, so a
-    /// kubelet falls back to v1beta1 and everything else works. Breaks
-    /// `plugin.registration.info`.
     RegisterV1beta1Only,
-    /// `never-unprepare`: NodeUnprepareResources fails for every claim. Breaks
-    /// `plugin.unprepare.removes-state`, `plugin.unprepare.unknown-claim`,
-    /// `capacity.recovered` and `node.restart.driver-recovers`: pod deletions block and
-    /// devices stay held.
+    WrongVersion(String),
     NeverUnprepare,
-    /// `no-slice-reconcile`: the slices are written at start-up and when the inventory
-    /// changes, never because the slices changed, like a driver that creates its slices once
-    /// instead of running the upstream helper's reconciling controller. Whoever deletes them
-    /// leaves the node without devices until the driver restarts; the kubelet does that at
-    /// every start. Breaks `node.restart.driver-recovers`.
     NoSliceReconcile,
-    /// `foreign-slice=NODE`: also publishes a slice for NODE's pool, which this plugin does
-    /// not run on. Breaks `plugin.slices.owned-by-node`.
     ForeignSlice(String),
-    /// `strict-authority`: the registration socket is served by a plain tonic (h2) server,
-    /// which resets every call whose HTTP/2 `:authority` is no valid URI authority. The
-    /// kubelet's plugin watcher sends the socket path there (percent-encoded by grpc-go), so
-    /// GetInfo fails with `RST_STREAM … PROTOCOL_ERROR` and the plugin never registers, as
-    /// every tonic driver without `dracheck_kubelet_api::authority`'s fix does on a real
-    /// node. Breaks `plugin.registration.info` and all that needs a registered plugin.
     StrictAuthority,
 }
 
-pub const NAMES: &str = "fail-prepare=N, hang-prepare, exit-on-prepare, non-idempotent-prepare, lose-checkpoint, \
-                         stale-slices-on-exit, cdi-without-spec, wrong-attribute=NAME=VALUE, \
-                         wrong-capacity=NAME=VALUE, phantom-devices=N, no-owner-reference, wipe-slices-on-start, \
-                         prepare-wrong-device, prepare-first-device-only, prepare-foreign-claims, reset-devices-on-start, \
-                         register-first-start-only, wrong-version=X, register-v1beta1-only, never-unprepare, \
-                         no-slice-reconcile, foreign-slice=NODE, strict-authority";
+/// One fault as `--fault` and inventory files spell it.
+pub struct FaultSpec {
+    pub name: &'static str,
+    /// What the driver does with the fault on, in one line (`--help` lists these).
+    pub doc: &'static str,
+    pub form: Form,
+}
+
+pub enum Form {
+    /// `NAME`: the name alone is the fault.
+    Bare(Fault),
+    /// `NAME=ARG`.
+    Arg {
+        /// The argument's placeholder in usage and error messages, such as `N`.
+        arg: &'static str,
+        /// A valid argument, for examples and tests.
+        sample: &'static str,
+        /// `Err(None)` when the argument does not have the form `arg` at all (the message
+        /// then shows the form); `Err(Some(reason))` when it has but is refused.
+        parse: fn(&str) -> Result<Fault, Option<&'static str>>,
+        /// The argument of a fault of this row's variant; `None` for any other variant.
+        show: fn(&Fault) -> Option<String>,
+    },
+}
+
+impl FaultSpec {
+    /// `name` or `name=ARG`.
+    pub fn usage(&self) -> String {
+        match &self.form {
+            Form::Bare(_) => self.name.to_string(),
+            Form::Arg { arg, .. } => format!("{}={arg}", self.name),
+        }
+    }
+}
+
+/// Free text must be non-empty: `wrong-version=` would otherwise state an empty version.
+fn text(arg: &str, fault: fn(String) -> Fault) -> Result<Fault, Option<&'static str>> {
+    if arg.is_empty() { Err(None) } else { Ok(fault(arg.to_string())) }
+}
+
+/// In the order of the README's table of faults, which a unit test holds to it.
+pub const TABLE: &[FaultSpec] = &[
+    // Breaks the plugin-tier checks that begin with a prepare (`plugin.prepare.allocated-claim`,
+    // …); a kubelet retries, so workloads only start late.
+    FaultSpec {
+        name: "fail-prepare",
+        doc: "the first N NodePrepareResources calls fail with a gRPC error (UNAVAILABLE)",
+        form: Form::Arg {
+            arg: "N",
+            sample: "3",
+            parse: |n| n.parse().map(Fault::FailPrepare).map_err(|_| Some("N must be a whole number")),
+            show: |f| if let Fault::FailPrepare(n) = f { Some(n.to_string()) } else { None },
+        },
+    },
+    // Breaks the plugin-tier prepare checks and everything that needs a running workload
+    // (`workload.sees-devices`, …): the pod never starts.
+    FaultSpec {
+        name: "hang-prepare",
+        doc: "NodePrepareResources never answers, past the kubelet's 45 s call timeout",
+        form: Form::Bare(Fault::HangPrepare),
+    },
+    // Like a crash. Breaks what `hang-prepare` breaks.
+    FaultSpec {
+        name: "exit-on-prepare",
+        doc: "the process exits (status 1, no clean-up) when a NodePrepareResources call arrives",
+        form: Form::Bare(Fault::ExitOnPrepare),
+    },
+    // Breaks `plugin.prepare.idempotent`; a kubelet calls Prepare once per claim and node (not
+    // again after its restart), so nothing else.
+    FaultSpec {
+        name: "non-idempotent-prepare",
+        doc: "every prepare of the same claim returns new CDI device IDs and rewrites the spec with them",
+        form: Form::Bare(Fault::NonIdempotentPrepare),
+    },
+    // Claims prepared before a restart are forgotten: their unprepare succeeds but leaves the
+    // CDI spec behind. Breaks `plugin.restart.keeps-state`.
+    FaultSpec {
+        name: "lose-checkpoint",
+        doc: "the checkpoint of prepared claims is deleted at start-up",
+        form: Form::Bare(Fault::LoseCheckpoint),
+    },
+    // Breaks no guarantee: the DRA contract leaves removal on exit to the driver (the upstream
+    // helper keeps slices by default), and the kubelet's wipe and the Node's garbage
+    // collection remove them.
+    FaultSpec {
+        name: "stale-slices-on-exit",
+        doc: "the slices stay after a clean shutdown even with --remove-slices-on-exit",
+        form: Form::Bare(Fault::StaleSlicesOnExit),
+    },
+    // The runtime cannot resolve the IDs. Breaks `plugin.cdi.resolvable` and every running
+    // workload.
+    FaultSpec {
+        name: "cdi-without-spec",
+        doc: "prepare returns CDI device IDs but writes no CDI spec",
+        form: Form::Bare(Fault::CdiWithoutSpec),
+    },
+    // Breaks `plugin.slices.match-inventory`.
+    FaultSpec {
+        name: "wrong-attribute",
+        doc: "every published device carries attribute NAME = VALUE instead of the inventory's value",
+        form: Form::Arg {
+            arg: "NAME=VALUE",
+            sample: "model=h100",
+            parse: |arg| match arg.split_once('=') {
+                Some((name, value)) if !name.is_empty() => {
+                    Ok(Fault::WrongAttribute { name: name.to_string(), value: value.to_string() })
+                }
+                _ => Err(None),
+            },
+            show: |f| {
+                if let Fault::WrongAttribute { name, value } = f { Some(format!("{name}={value}")) } else { None }
+            },
+        },
+    },
+    // Like a driver that reports memory in the wrong unit. The scheduler then allocates
+    // requests no device can meet. Breaks `plugin.slices.match-inventory`,
+    // `claim.impossible.capacity` (with a value above the inventory's) and
+    // `claim.impossible.explained`.
+    FaultSpec {
+        name: "wrong-capacity",
+        doc: "every published device has capacity NAME = VALUE, a quantity, instead of the inventory's",
+        form: Form::Arg {
+            arg: "NAME=VALUE",
+            sample: "memory=1Ti",
+            parse: |arg| match arg.split_once('=') {
+                Some((name, value)) if !name.is_empty() => {
+                    if crate::inventory::valid_quantity(value) {
+                        Ok(Fault::WrongCapacity { name: name.to_string(), value: value.to_string() })
+                    } else {
+                        Err(Some("VALUE must be a quantity such as 80Gi or 4"))
+                    }
+                }
+                _ => Err(None),
+            },
+            show: |f| if let Fault::WrongCapacity { name, value } = f { Some(format!("{name}={value}")) } else { None },
+        },
+    },
+    // Like a driver that counts a device twice or keeps a removed one. The scheduler allocates
+    // them; prepare refuses them. Breaks `plugin.slices.match-inventory`, and with enough
+    // phantoms `claim.impossible.count`, `claim.impossible.explained` and `capacity.recovered`.
+    FaultSpec {
+        name: "phantom-devices",
+        doc: "also publishes N devices the node does not have, copies of its last device named phantom-<i>",
+        form: Form::Arg {
+            arg: "N",
+            sample: "32",
+            parse: |n| match n.parse() {
+                Ok(n) if n > 0 => Ok(Fault::PhantomDevices(n)),
+                _ => Err(Some("N must be a whole number above 0")),
+            },
+            show: |f| if let Fault::PhantomDevices(n) = f { Some(n.to_string()) } else { None },
+        },
+    },
+    // As drivers written without the upstream helper often forget. Breaks
+    // `plugin.slices.owned-by-node` and `node.removal.slices-gone`: nothing removes the slices
+    // of a deleted Node.
+    FaultSpec {
+        name: "no-owner-reference",
+        doc: "the slices carry no controller ownerRef to the Node",
+        form: Form::Bare(Fault::NoOwnerReference),
+    },
+    // A restart makes the devices vanish for a moment and changes the slices. Breaks
+    // `driver.restart.slices-kept`.
+    FaultSpec {
+        name: "wipe-slices-on-start",
+        doc: "every start deletes the node's slices before publishing them again",
+        form: Form::Bare(Fault::WipeSlicesOnStart),
+    },
+    // The response still names the allocated devices, like a driver that ignores the
+    // allocation result. Breaks `workload.sees-devices`, `isolation.exclusive` and
+    // `limits.max-devices-per-claim`.
+    FaultSpec {
+        name: "prepare-wrong-device",
+        doc: "the CDI spec of every claim exposes the node's first device, whatever was allocated",
+        form: Form::Bare(Fault::PrepareWrongDevice),
+    },
+    // Like a driver whose loop over the allocation results stops early. Breaks
+    // `limits.max-devices-per-claim` and `workload.sees-devices` for multi-device claims.
+    FaultSpec {
+        name: "prepare-first-device-only",
+        doc: "the CDI spec of a claim exposes only its first allocated device",
+        form: Form::Bare(Fault::PrepareFirstDeviceOnly),
+    },
+    // A claim allocated on another node gets this node's devices of the same name. Breaks
+    // `plugin.prepare.refuses-foreign-node`.
+    FaultSpec {
+        name: "prepare-foreign-claims",
+        doc: "prepare does not check that the allocated devices are in this node's pool",
+        form: Form::Bare(Fault::PrepareForeignClaims),
+    },
+    // As a GPU reset during initialisation does. Breaks `driver.restart.workload-keeps-devices`.
+    FaultSpec {
+        name: "reset-devices-on-start",
+        doc: "at start-up the driver resets the devices its checkpoint lists as prepared, killing their processes",
+        form: Form::Bare(Fault::ResetDevicesOnStart),
+    },
+    // A restarted driver serves DRA but the kubelet never learns it is back. Breaks
+    // `plugin.restart.keeps-state` and `driver.restart.new-claims-work`, and
+    // `node.restart.driver-recovers` on the node where the driver restart ran first (a kubelet
+    // restart alone does not restart the driver: it finds the first start's socket).
+    FaultSpec {
+        name: "register-first-start-only",
+        doc: "only the first start on a state dir offers the registration socket",
+        form: Form::Bare(Fault::RegisterFirstStartOnly),
+    },
+    // Like a driver whose registration was not updated for the v1 API; a kubelet falls back to
+    // v1beta1 and everything else works. Breaks `plugin.registration.info`.
+    FaultSpec {
+        name: "register-v1beta1-only",
+        doc: "GetInfo offers only v1beta1.DRAPlugin; both services are still served",
+        form: Form::Bare(Fault::RegisterV1beta1Only),
+    },
+    // Like a build without its release stamp. Breaks `versions.driver`.
+    FaultSpec {
+        name: "wrong-version",
+        doc: "--version reports X instead of the driver's version",
+        form: Form::Arg {
+            arg: "X",
+            sample: "0.0.1",
+            parse: |v| text(v, Fault::WrongVersion),
+            show: |f| if let Fault::WrongVersion(v) = f { Some(v.clone()) } else { None },
+        },
+    },
+    // Breaks `plugin.unprepare.removes-state`, `plugin.unprepare.unknown-claim`,
+    // `capacity.recovered` and `node.restart.driver-recovers`: pod deletions block and devices
+    // stay held.
+    FaultSpec {
+        name: "never-unprepare",
+        doc: "NodeUnprepareResources fails for every claim",
+        form: Form::Bare(Fault::NeverUnprepare),
+    },
+    // Like a driver that creates its slices once instead of running the upstream helper's
+    // reconciling controller. Whoever deletes them leaves the node without devices until the
+    // driver restarts; the kubelet does that at every start. Breaks
+    // `node.restart.driver-recovers`.
+    FaultSpec {
+        name: "no-slice-reconcile",
+        doc: "the slices are written at start-up and when the inventory changes, never because the slices changed",
+        form: Form::Bare(Fault::NoSliceReconcile),
+    },
+    // Breaks `plugin.slices.owned-by-node`.
+    FaultSpec {
+        name: "foreign-slice",
+        doc: "also publishes a slice for NODE's pool, which this plugin does not run on",
+        form: Form::Arg {
+            arg: "NODE",
+            sample: "node-b",
+            parse: |node| text(node, Fault::ForeignSlice),
+            show: |f| if let Fault::ForeignSlice(node) = f { Some(node.clone()) } else { None },
+        },
+    },
+    // The kubelet's plugin watcher sends the socket path as `:authority` (percent-encoded by
+    // grpc-go), so GetInfo fails with `RST_STREAM … PROTOCOL_ERROR` and the plugin never
+    // registers, as every tonic driver without `dracheck_kubelet_api::authority`'s fix does on
+    // a real node. Breaks `plugin.registration.info` and all that needs a registered plugin.
+    FaultSpec {
+        name: "strict-authority",
+        doc: "the registration socket is served by a plain tonic (h2) server, which resets calls whose \
+              :authority is no valid URI authority",
+        form: Form::Bare(Fault::StrictAuthority),
+    },
+];
+
+/// The faults' usages, `fail-prepare=N, hang-prepare, …`, for error messages.
+pub fn names() -> String {
+    TABLE.iter().map(FaultSpec::usage).collect::<Vec<_>>().join(", ")
+}
+
+/// One fault a line with what it does, for `--fault`'s long help.
+pub fn help() -> String {
+    let width = TABLE.iter().map(|spec| spec.usage().len()).max().unwrap_or(0);
+    let mut help = String::from("Switch on a fault (repeatable; see README.md):");
+    for spec in TABLE {
+        help += &format!("\n  {:width$}  {}", spec.usage(), spec.doc);
+    }
+    help
+}
 
 impl FromStr for Fault {
     type Err = String;
@@ -128,95 +322,38 @@ impl FromStr for Fault {
             Some((n, a)) => (n, Some(a)),
             None => (s, None),
         };
-        let needs = |what: &str| format!("fault {name:?} needs an argument: {name}={what}");
-        let bare = |fault: Fault| match arg {
-            Some(_) => Err(format!("fault {name:?} takes no argument (got {s:?})")),
-            None => Ok(fault),
+        let Some(spec) = TABLE.iter().find(|spec| spec.name == name) else {
+            return Err(format!("unknown fault {name:?}; known faults: {}", names()));
         };
-        match name {
-            "fail-prepare" => {
-                let n = arg.ok_or_else(|| needs("N"))?;
-                n.parse().map(Fault::FailPrepare).map_err(|_| format!("fail-prepare={n}: N must be a whole number"))
+        match (&spec.form, arg) {
+            (Form::Bare(fault), None) => Ok(fault.clone()),
+            (Form::Bare(_), Some(_)) => Err(format!("fault {name:?} takes no argument (got {s:?})")),
+            (Form::Arg { arg: form, parse, .. }, arg) => {
+                let needs = || format!("fault {name:?} needs an argument: {name}={form}");
+                let arg = arg.ok_or_else(needs)?;
+                parse(arg).map_err(|refusal| match refusal {
+                    Some(reason) => format!("{name}={arg}: {reason}"),
+                    None => needs(),
+                })
             }
-            "wrong-attribute" => match arg.and_then(|a| a.split_once('=')) {
-                Some((attr, value)) if !attr.is_empty() => {
-                    Ok(Fault::WrongAttribute { name: attr.to_string(), value: value.to_string() })
-                }
-                _ => Err(needs("NAME=VALUE")),
-            },
-            "wrong-capacity" => match arg.and_then(|a| a.split_once('=')) {
-                Some((cap, value)) if !cap.is_empty() && crate::inventory::valid_quantity(value) => {
-                    Ok(Fault::WrongCapacity { name: cap.to_string(), value: value.to_string() })
-                }
-                Some((cap, value)) if !cap.is_empty() => {
-                    Err(format!("wrong-capacity={cap}={value}: VALUE must be a quantity such as 80Gi or 4"))
-                }
-                _ => Err(needs("NAME=VALUE")),
-            },
-            "phantom-devices" => {
-                let n = arg.ok_or_else(|| needs("N"))?;
-                match n.parse() {
-                    Ok(n) if n > 0 => Ok(Fault::PhantomDevices(n)),
-                    _ => Err(format!("phantom-devices={n}: N must be a whole number above 0")),
-                }
-            }
-            "wrong-version" => match arg {
-                Some(v) if !v.is_empty() => Ok(Fault::WrongVersion(v.to_string())),
-                _ => Err(needs("X")),
-            },
-            "foreign-slice" => match arg {
-                Some(node) if !node.is_empty() => Ok(Fault::ForeignSlice(node.to_string())),
-                _ => Err(needs("NODE")),
-            },
-            "hang-prepare" => bare(Fault::HangPrepare),
-            "exit-on-prepare" => bare(Fault::ExitOnPrepare),
-            "non-idempotent-prepare" => bare(Fault::NonIdempotentPrepare),
-            "lose-checkpoint" => bare(Fault::LoseCheckpoint),
-            "stale-slices-on-exit" => bare(Fault::StaleSlicesOnExit),
-            "cdi-without-spec" => bare(Fault::CdiWithoutSpec),
-            "never-unprepare" => bare(Fault::NeverUnprepare),
-            "no-slice-reconcile" => bare(Fault::NoSliceReconcile),
-            "no-owner-reference" => bare(Fault::NoOwnerReference),
-            "wipe-slices-on-start" => bare(Fault::WipeSlicesOnStart),
-            "prepare-wrong-device" => bare(Fault::PrepareWrongDevice),
-            "prepare-first-device-only" => bare(Fault::PrepareFirstDeviceOnly),
-            "register-v1beta1-only" => bare(Fault::RegisterV1beta1Only),
-            "prepare-foreign-claims" => bare(Fault::PrepareForeignClaims),
-            "reset-devices-on-start" => bare(Fault::ResetDevicesOnStart),
-            "register-first-start-only" => bare(Fault::RegisterFirstStartOnly),
-            "strict-authority" => bare(Fault::StrictAuthority),
-            _ => Err(format!("unknown fault {name:?}; known faults: {NAMES}")),
         }
     }
 }
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::FailPrepare(n) => write!(f, "fail-prepare={n}"),
-            Fault::HangPrepare => f.write_str("hang-prepare"),
-            Fault::ExitOnPrepare => f.write_str("exit-on-prepare"),
-            Fault::NonIdempotentPrepare => f.write_str("non-idempotent-prepare"),
-            Fault::LoseCheckpoint => f.write_str("lose-checkpoint"),
-            Fault::StaleSlicesOnExit => f.write_str("stale-slices-on-exit"),
-            Fault::CdiWithoutSpec => f.write_str("cdi-without-spec"),
-            Fault::WrongAttribute { name, value } => write!(f, "wrong-attribute={name}={value}"),
-            Fault::WrongCapacity { name, value } => write!(f, "wrong-capacity={name}={value}"),
-            Fault::PhantomDevices(n) => write!(f, "phantom-devices={n}"),
-            Fault::NoOwnerReference => f.write_str("no-owner-reference"),
-            Fault::WipeSlicesOnStart => f.write_str("wipe-slices-on-start"),
-            Fault::PrepareWrongDevice => f.write_str("prepare-wrong-device"),
-            Fault::PrepareFirstDeviceOnly => f.write_str("prepare-first-device-only"),
-            Fault::WrongVersion(v) => write!(f, "wrong-version={v}"),
-            Fault::RegisterV1beta1Only => f.write_str("register-v1beta1-only"),
-            Fault::PrepareForeignClaims => f.write_str("prepare-foreign-claims"),
-            Fault::ResetDevicesOnStart => f.write_str("reset-devices-on-start"),
-            Fault::RegisterFirstStartOnly => f.write_str("register-first-start-only"),
-            Fault::NeverUnprepare => f.write_str("never-unprepare"),
-            Fault::NoSliceReconcile => f.write_str("no-slice-reconcile"),
-            Fault::ForeignSlice(node) => write!(f, "foreign-slice={node}"),
-            Fault::StrictAuthority => f.write_str("strict-authority"),
+        for spec in TABLE {
+            match &spec.form {
+                Form::Bare(fault) if fault == self => return f.write_str(spec.name),
+                Form::Bare(_) => {}
+                Form::Arg { show, .. } => {
+                    if let Some(arg) = show(self) {
+                        return write!(f, "{}={arg}", spec.name);
+                    }
+                }
+            }
         }
+        unreachable!("fault {self:?} has no row in faults::TABLE")
     }
 }
 
@@ -232,79 +369,73 @@ impl<'de> serde::Deserialize<'de> for Fault {
 /// The active faults, looked up by the code paths they bend.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Faults {
-    pub fail_prepare: u32,
-    pub hang_prepare: bool,
-    pub exit_on_prepare: bool,
-    pub non_idempotent_prepare: bool,
-    pub lose_checkpoint: bool,
-    pub stale_slices_on_exit: bool,
-    pub cdi_without_spec: bool,
-    pub wrong_attributes: Vec<(String, String)>,
-    pub wrong_capacities: Vec<(String, String)>,
-    pub phantom_devices: u32,
-    pub no_owner_reference: bool,
-    pub wipe_slices_on_start: bool,
-    pub prepare_wrong_device: bool,
-    pub prepare_first_device_only: bool,
-    pub wrong_version: Option<String>,
-    pub register_v1beta1_only: bool,
-    pub prepare_foreign_claims: bool,
-    pub reset_devices_on_start: bool,
-    pub register_first_start_only: bool,
-    pub never_unprepare: bool,
-    pub no_slice_reconcile: bool,
-    pub foreign_slices: Vec<String>,
-    pub strict_authority: bool,
-    listed: Vec<Fault>,
+    /// As given, repeats included: of faults with one value the last one given counts.
+    given: Vec<Fault>,
 }
 
 impl Faults {
     pub fn is_empty(&self) -> bool {
-        self.listed.is_empty()
+        self.given.is_empty()
+    }
+
+    /// Whether `fault` is on; meant for the faults without argument.
+    pub fn has(&self, fault: &Fault) -> bool {
+        self.given.contains(fault)
+    }
+
+    fn last<T>(&self, pick: impl Fn(&Fault) -> Option<T>) -> Option<T> {
+        self.given.iter().rev().find_map(pick)
+    }
+
+    /// How many prepare calls fail: `fail-prepare=N`, else 0.
+    pub fn fail_prepare(&self) -> u32 {
+        self.last(|f| if let Fault::FailPrepare(n) = f { Some(*n) } else { None }).unwrap_or(0)
+    }
+
+    /// How many devices to make up: `phantom-devices=N`, else 0.
+    pub fn phantom_devices(&self) -> u32 {
+        self.last(|f| if let Fault::PhantomDevices(n) = f { Some(*n) } else { None }).unwrap_or(0)
+    }
+
+    /// The `wrong-attribute` (NAME, VALUE) pairs, in the order given.
+    pub fn wrong_attributes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.given.iter().filter_map(|f| match f {
+            Fault::WrongAttribute { name, value } => Some((name.as_str(), value.as_str())),
+            _ => None,
+        })
+    }
+
+    /// The `wrong-capacity` (NAME, VALUE) pairs, in the order given.
+    pub fn wrong_capacities(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.given.iter().filter_map(|f| match f {
+            Fault::WrongCapacity { name, value } => Some((name.as_str(), value.as_str())),
+            _ => None,
+        })
+    }
+
+    /// The nodes of the `foreign-slice` faults, in the order given.
+    pub fn foreign_slices(&self) -> impl Iterator<Item = &str> {
+        self.given.iter().filter_map(|f| if let Fault::ForeignSlice(node) = f { Some(node.as_str()) } else { None })
     }
 }
 
+/// Each fault once, in the order first given.
 impl fmt::Display for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<String> = self.listed.iter().map(Fault::to_string).collect();
+        let mut shown: Vec<&Fault> = Vec::new();
+        for fault in &self.given {
+            if !shown.contains(&fault) {
+                shown.push(fault);
+            }
+        }
+        let names: Vec<String> = shown.iter().map(|fault| fault.to_string()).collect();
         f.write_str(&names.join(", "))
     }
 }
 
 impl FromIterator<Fault> for Faults {
     fn from_iter<I: IntoIterator<Item = Fault>>(faults: I) -> Faults {
-        let mut set = Faults::default();
-        for fault in faults {
-            match &fault {
-                Fault::FailPrepare(n) => set.fail_prepare = *n,
-                Fault::HangPrepare => set.hang_prepare = true,
-                Fault::ExitOnPrepare => set.exit_on_prepare = true,
-                Fault::NonIdempotentPrepare => set.non_idempotent_prepare = true,
-                Fault::LoseCheckpoint => set.lose_checkpoint = true,
-                Fault::StaleSlicesOnExit => set.stale_slices_on_exit = true,
-                Fault::CdiWithoutSpec => set.cdi_without_spec = true,
-                Fault::WrongAttribute { name, value } => set.wrong_attributes.push((name.clone(), value.clone())),
-                Fault::WrongCapacity { name, value } => set.wrong_capacities.push((name.clone(), value.clone())),
-                Fault::PhantomDevices(n) => set.phantom_devices = *n,
-                Fault::NoOwnerReference => set.no_owner_reference = true,
-                Fault::WipeSlicesOnStart => set.wipe_slices_on_start = true,
-                Fault::PrepareWrongDevice => set.prepare_wrong_device = true,
-                Fault::PrepareFirstDeviceOnly => set.prepare_first_device_only = true,
-                Fault::WrongVersion(v) => set.wrong_version = Some(v.clone()),
-                Fault::RegisterV1beta1Only => set.register_v1beta1_only = true,
-                Fault::PrepareForeignClaims => set.prepare_foreign_claims = true,
-                Fault::ResetDevicesOnStart => set.reset_devices_on_start = true,
-                Fault::RegisterFirstStartOnly => set.register_first_start_only = true,
-                Fault::NeverUnprepare => set.never_unprepare = true,
-                Fault::NoSliceReconcile => set.no_slice_reconcile = true,
-                Fault::ForeignSlice(node) => set.foreign_slices.push(node.clone()),
-                Fault::StrictAuthority => set.strict_authority = true,
-            }
-            if !set.listed.contains(&fault) {
-                set.listed.push(fault);
-            }
-        }
-        set
+        Faults { given: faults.into_iter().collect() }
     }
 }
 
@@ -312,35 +443,48 @@ impl FromIterator<Fault> for Faults {
 mod tests {
     use super::*;
 
+    /// A valid spelling of each fault.
+    fn samples() -> impl Iterator<Item = String> {
+        TABLE.iter().map(|spec| match &spec.form {
+            Form::Bare(_) => spec.name.to_string(),
+            Form::Arg { sample, .. } => format!("{}={sample}", spec.name),
+        })
+    }
+
     #[test]
     fn every_fault_round_trips_through_its_name() {
-        for s in [
-            "fail-prepare=3",
-            "hang-prepare",
-            "exit-on-prepare",
-            "non-idempotent-prepare",
-            "lose-checkpoint",
-            "stale-slices-on-exit",
-            "cdi-without-spec",
-            "wrong-attribute=model=h100",
-            "wrong-capacity=memory=1Ti",
-            "phantom-devices=32",
-            "no-owner-reference",
-            "wipe-slices-on-start",
-            "prepare-wrong-device",
-            "prepare-first-device-only",
-            "wrong-version=0.0.1",
-            "register-v1beta1-only",
-            "prepare-foreign-claims",
-            "reset-devices-on-start",
-            "register-first-start-only",
-            "never-unprepare",
-            "no-slice-reconcile",
-            "foreign-slice=node-b",
-            "strict-authority",
-        ] {
+        for s in samples() {
             assert_eq!(s.parse::<Fault>().unwrap().to_string(), s);
         }
+    }
+
+    #[test]
+    fn every_fault_has_one_row() {
+        let mut names: Vec<&str> = TABLE.iter().map(|spec| spec.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TABLE.len(), "a name has two rows");
+        let faults: Vec<Fault> = samples().map(|s| s.parse().unwrap()).collect();
+        for (i, fault) in faults.iter().enumerate() {
+            let same_kind =
+                faults.iter().filter(|other| std::mem::discriminant(*other) == std::mem::discriminant(fault));
+            assert_eq!(same_kind.count(), 1, "{} and another row make the same variant", TABLE[i].name);
+        }
+    }
+
+    /// The README's table of faults and what each does lists exactly the table's usages.
+    #[test]
+    fn readme_lists_every_fault() {
+        let readme = include_str!("../README.md");
+        let listed: Vec<&str> = readme
+            .lines()
+            .skip_while(|line| *line != "| fault | what the driver does |")
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .filter_map(|line| line.split('`').nth(1))
+            .collect();
+        let usages: Vec<String> = TABLE.iter().map(FaultSpec::usage).collect();
+        assert_eq!(listed, usages, "drivers/mock/README.md's fault table and faults::TABLE differ");
     }
 
     #[test]
@@ -353,17 +497,28 @@ mod tests {
         assert!("wrong-capacity=memory=lots".parse::<Fault>().unwrap_err().contains("quantity"));
         assert!("phantom-devices=0".parse::<Fault>().unwrap_err().contains("above 0"));
         assert!("wrong-version".parse::<Fault>().unwrap_err().contains("wrong-version=X"));
+        assert!("foreign-slice=".parse::<Fault>().unwrap_err().contains("foreign-slice=NODE"));
         let unknown = "crash".parse::<Fault>().unwrap_err();
         assert!(unknown.contains("unknown fault") && unknown.contains("never-unprepare"), "{unknown}");
+        assert!(unknown.contains("known faults: fail-prepare=N, hang-prepare, "), "{unknown}");
     }
 
     #[test]
     fn faults_combine() {
-        let set: Faults =
-            ["fail-prepare=2", "foreign-slice=b", "foreign-slice=c"].iter().map(|s| s.parse().unwrap()).collect();
-        assert_eq!(set.fail_prepare, 2);
-        assert_eq!(set.foreign_slices, ["b", "c"]);
-        assert!(!set.hang_prepare);
+        let set: Faults = ["fail-prepare=2", "foreign-slice=b", "foreign-slice=c", "fail-prepare=2"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(set.fail_prepare(), 2);
+        assert_eq!(set.foreign_slices().collect::<Vec<_>>(), ["b", "c"]);
+        assert!(!set.has(&Fault::HangPrepare));
         assert_eq!(set.to_string(), "fail-prepare=2, foreign-slice=b, foreign-slice=c");
+    }
+
+    #[test]
+    fn the_last_value_counts() {
+        let set: Faults = ["phantom-devices=1", "phantom-devices=4"].iter().map(|s| s.parse().unwrap()).collect();
+        assert_eq!(set.phantom_devices(), 4);
+        assert_eq!(Faults::default().fail_prepare(), 0);
     }
 }

@@ -34,7 +34,7 @@ use tonic::transport::Server;
 use crate::checkpoint::CheckpointFile;
 use crate::cli::Args;
 use crate::error::DriverError;
-use crate::faults::Faults;
+use crate::faults::{Fault, Faults};
 use crate::inventory::Inventory;
 use crate::plugin::{Context, Plugin, V1, V1beta1};
 use crate::registration::Registrar;
@@ -60,7 +60,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         args.inventory.display(),
         if faults.is_empty() { String::new() } else { format!(", faults: {faults}") }
     );
-    if faults.reset_devices_on_start {
+    if faults.has(&Fault::ResetDevicesOnStart) {
         // First thing, as a driver that resets its devices while it initialises.
         let prepared = CheckpointFile::new(&args.state_dir()).load()?;
         let killed = reset::kill_users(&prepared);
@@ -76,7 +76,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         std::fs::create_dir_all(dir).map_err(|source| DriverError::Dir { what, flag, path: dir.clone(), source })?;
     }
     let checkpoint_file = CheckpointFile::new(&state_dir);
-    if faults.lose_checkpoint {
+    if faults.has(&Fault::LoseCheckpoint) {
         checkpoint_file.delete().map_err(|e| DriverError::Checkpoint {
             path: checkpoint_file.path().to_path_buf(),
             detail: e.to_string(),
@@ -85,7 +85,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     }
     let checkpoint = checkpoint_file.load()?;
     // Decided before anything is written, so that the marker says whether an earlier run was here.
-    let skip_registration = faults.register_first_start_only && !first_start(&state_dir)?;
+    let skip_registration = faults.has(&Fault::RegisterFirstStartOnly) && !first_start(&state_dir)?;
 
     // The service socket first: kubelet dials the endpoint as soon as registration appears.
     let dra_socket = UnixSocket::bind(args.dra_socket()).map_err(|source| DriverError::Socket {
@@ -126,12 +126,12 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     let reg_router = Server::builder().add_service(RegistrationServer::new(Registrar {
         driver: args.driver_name.clone(),
         endpoint: args.dra_socket().display().to_string(),
-        v1beta1_only: faults.register_v1beta1_only,
+        v1beta1_only: faults.has(&Fault::RegisterV1beta1Only),
     }));
     let dra_path = dra_socket.path().display().to_string();
     let mut dra = tokio::spawn(dra_socket.serve(dra_router, stopped(stop_rx.clone())));
     let mut reg = match reg_socket {
-        Some(reg_socket) if faults.strict_authority => {
+        Some(reg_socket) if faults.has(&Fault::StrictAuthority) => {
             log!(
                 "serving {dra_path} and {}; fault strict-authority: registration refuses the kubelet's :authority",
                 reg_socket.path().display()
@@ -174,7 +174,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     if let Ok(publisher) = publisher.await
         && args.remove_slices_on_exit
     {
-        if faults.stale_slices_on_exit {
+        if faults.has(&Fault::StaleSlicesOnExit) {
             log!("fault stale-slices-on-exit: keeping the slices despite --remove-slices-on-exit");
         } else {
             publisher.remove_all().await;

@@ -12,7 +12,7 @@ use tokio::sync::{Mutex, watch};
 use tonic::{Request, Response, Status};
 
 use crate::checkpoint::{Checkpoint, CheckpointFile, PreparedClaim, PreparedDevice};
-use crate::faults::Faults;
+use crate::faults::{Fault, Faults};
 use crate::inventory::DeviceSpec;
 use crate::{cdi, log};
 
@@ -51,26 +51,26 @@ impl Plugin {
         let faults = &self.ctx.faults;
         let claims: Vec<String> =
             request.claims.iter().map(|c| format!("{}/{} ({})", c.namespace, c.name, c.uid)).collect();
-        if faults.exit_on_prepare {
+        if faults.has(&Fault::ExitOnPrepare) {
             log!("NodePrepareResources {}: fault exit-on-prepare, exiting", claims.join(", "));
             std::process::exit(1);
         }
-        if faults.hang_prepare {
+        if faults.has(&Fault::HangPrepare) {
             log!("NodePrepareResources {}: fault hang-prepare, never answering", claims.join(", "));
             std::future::pending::<()>().await;
         }
         let mut state = self.state.lock().await;
         state.prepare_calls += 1;
         let call = state.prepare_calls;
-        if call <= faults.fail_prepare {
+        if call <= faults.fail_prepare() {
             log!(
                 "NodePrepareResources {}: fault fail-prepare, failing call {call} of {}",
                 claims.join(", "),
-                faults.fail_prepare
+                faults.fail_prepare()
             );
             return Err(Status::unavailable(format!(
                 "fault fail-prepare={}: call {call} fails on purpose",
-                faults.fail_prepare
+                faults.fail_prepare()
             )));
         }
         let mut answers = HashMap::new();
@@ -105,11 +105,11 @@ impl Plugin {
     ) -> Result<Vec<dra_v1::Device>, String> {
         let ctx = &self.ctx;
         let faults = &ctx.faults;
-        if !faults.non_idempotent_prepare
+        if !faults.has(&Fault::NonIdempotentPrepare)
             && let Some(prepared) = state.checkpoint.claims.get(&claim.uid)
         {
             // The spec may be gone (a tmpfs CDI dir after a reboot); the answer must resolve.
-            if !faults.cdi_without_spec {
+            if !faults.has(&Fault::CdiWithoutSpec) {
                 cdi::write(&ctx.cdi_dir, &self.exposed(prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
             }
             return Ok(prepared.response());
@@ -139,7 +139,7 @@ impl Plugin {
             return Err(format!("{who} has no device allocated by driver {}", ctx.driver));
         }
         if let Some(foreign) = ours.iter().find(|r| r.pool != ctx.node)
-            && !faults.prepare_foreign_claims
+            && !faults.has(&Fault::PrepareForeignClaims)
         {
             return Err(format!(
                 "{who} is allocated device {} of node {} (pool {}), but this plugin serves node {}",
@@ -156,7 +156,7 @@ impl Plugin {
             let env_index = inventory.iter().position(|d| d.name() == result.device).ok_or_else(|| {
                 format!("{who} is allocated device {}, which node {} does not have", result.device, ctx.node)
             })?;
-            let cdi_name = if faults.non_idempotent_prepare {
+            let cdi_name = if faults.has(&Fault::NonIdempotentPrepare) {
                 format!("{}-{}-call{call}", claim.uid, result.device)
             } else {
                 format!("{}-{}", claim.uid, result.device)
@@ -182,7 +182,7 @@ impl Plugin {
             state.checkpoint.claims.remove(&claim.uid);
             return Err(format!("saving the checkpoint {}: {e}", ctx.checkpoint.path().display()));
         }
-        if !faults.cdi_without_spec {
+        if !faults.has(&Fault::CdiWithoutSpec) {
             cdi::write(&ctx.cdi_dir, &self.exposed(&prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
         }
         Ok(prepared.response())
@@ -192,16 +192,20 @@ impl Plugin {
     /// spec entry (its ID still resolves) set up another device.
     fn exposed(&self, prepared: &PreparedClaim) -> PreparedClaim {
         let faults = &self.ctx.faults;
-        let stand_in = if faults.prepare_wrong_device {
+        let stand_in = if faults.has(&Fault::PrepareWrongDevice) {
             self.ctx.devices.borrow().first().map(|d| (d.name().to_string(), 0))
-        } else if faults.prepare_first_device_only {
+        } else if faults.has(&Fault::PrepareFirstDeviceOnly) {
             prepared.devices.first().map(|d| (d.device.clone(), d.env_index))
         } else {
             None
         };
         let mut claim = prepared.clone();
         if let Some((device, env_index)) = stand_in {
-            let fault = if faults.prepare_wrong_device { "prepare-wrong-device" } else { "prepare-first-device-only" };
+            let fault = if faults.has(&Fault::PrepareWrongDevice) {
+                Fault::PrepareWrongDevice
+            } else {
+                Fault::PrepareFirstDeviceOnly
+            };
             log!("fault {fault}: the CDI spec of {}/{} sets up {device} for every device", claim.namespace, claim.name);
             for d in &mut claim.devices {
                 (d.device, d.env_index) = (device.clone(), env_index);
@@ -244,7 +248,7 @@ impl Plugin {
     /// `Ok(false)`: the claim was not prepared by this plugin, which is not an error.
     fn unprepare_claim(&self, state: &mut State, claim: &dra_v1::Claim) -> Result<bool, String> {
         let ctx = &self.ctx;
-        if ctx.faults.never_unprepare {
+        if ctx.faults.has(&Fault::NeverUnprepare) {
             return Err("fault never-unprepare: unprepare always fails".into());
         }
         // Only what the checkpoint records is undone: without it the plugin cannot know what

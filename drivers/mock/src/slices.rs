@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::faults::Faults;
+use crate::faults::{Fault, Faults};
 use crate::inventory::{Attribute, DeviceSpec};
 use crate::log;
 
@@ -36,7 +36,7 @@ pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Devic
         .iter()
         .map(|spec| {
             let mut device = spec.to_device();
-            for (name, value) in &faults.wrong_attributes {
+            for (name, value) in faults.wrong_attributes() {
                 // Keep the inventory's type where the value allows it, so that the slice stays
                 // valid and only the value is wrong.
                 let attr = match spec.attribute(name) {
@@ -47,22 +47,22 @@ pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Devic
                         DeviceAttribute { bool: value.parse().ok(), ..DeviceAttribute::default() }
                     }
                     Some(Attribute::Version(_)) => {
-                        DeviceAttribute { version: Some(value.clone()), ..DeviceAttribute::default() }
+                        DeviceAttribute { version: Some(value.to_string()), ..DeviceAttribute::default() }
                     }
-                    _ => DeviceAttribute { string: Some(value.clone()), ..DeviceAttribute::default() },
+                    _ => DeviceAttribute { string: Some(value.to_string()), ..DeviceAttribute::default() },
                 };
-                device.attributes.get_or_insert_default().insert(name.clone(), attr);
+                device.attributes.get_or_insert_default().insert(name.to_string(), attr);
             }
-            for (name, value) in &faults.wrong_capacities {
-                let capacity = DeviceCapacity { value: Quantity(value.clone()), ..DeviceCapacity::default() };
-                device.capacity.get_or_insert_default().insert(name.clone(), capacity);
+            for (name, value) in faults.wrong_capacities() {
+                let capacity = DeviceCapacity { value: Quantity(value.to_string()), ..DeviceCapacity::default() };
+                device.capacity.get_or_insert_default().insert(name.to_string(), capacity);
             }
             device
         })
         .collect();
     // Copies of a real device, so that the same requests match them.
     if let Some(last) = devices.last().cloned() {
-        devices.extend((0..faults.phantom_devices).map(|i| Device { name: format!("phantom-{i}"), ..last.clone() }));
+        devices.extend((0..faults.phantom_devices()).map(|i| Device { name: format!("phantom-{i}"), ..last.clone() }));
     }
     devices
 }
@@ -212,7 +212,7 @@ impl Publisher {
 
     /// Reconciles until `stop` turns true, then hands itself back for the exit clean-up.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Publisher {
-        if self.faults.wipe_slices_on_start {
+        if self.faults.has(&Fault::WipeSlicesOnStart) {
             self.wipe().await;
         }
         let config = watcher::Config::default().fields(&self.selector(&self.node));
@@ -239,12 +239,12 @@ impl Publisher {
             };
             // One reconcile answers every event that is already queued.
             while let Some(Some(_)) = events.next().now_or_never() {}
-            if self.faults.no_slice_reconcile && published && !own_change {
+            if self.faults.has(&Fault::NoSliceReconcile) && published && !own_change {
                 continue;
             }
             retry_at = match self.reconcile().await {
                 Ok(()) => {
-                    if self.faults.no_slice_reconcile && !published {
+                    if self.faults.has(&Fault::NoSliceReconcile) && !published {
                         log!("fault no-slice-reconcile: published once; deleted or edited slices stay so");
                     }
                     published = true;
@@ -274,12 +274,13 @@ impl Publisher {
         let Some(node) = node else {
             return Err(format!("Node {} does not exist yet; waiting for it before publishing", self.node));
         };
-        let own = if self.faults.no_owner_reference { None } else { owner(&node) };
+        let own = if self.faults.has(&Fault::NoOwnerReference) { None } else { owner(&node) };
         self.reconcile_pool(&self.node.clone(), own.as_ref(), &devices).await?;
-        for foreign in self.faults.foreign_slices.clone() {
-            let owner = self.nodes.get_opt(&foreign).await.ok().flatten().as_ref().and_then(owner);
-            let owner = owner.filter(|_| !self.faults.no_owner_reference);
-            self.reconcile_pool(&foreign, owner.as_ref(), &devices).await?;
+        let faults = Arc::clone(&self.faults);
+        for foreign in faults.foreign_slices() {
+            let owner = self.nodes.get_opt(foreign).await.ok().flatten().as_ref().and_then(owner);
+            let owner = owner.filter(|_| !faults.has(&Fault::NoOwnerReference));
+            self.reconcile_pool(foreign, owner.as_ref(), &devices).await?;
         }
         Ok(())
     }
@@ -370,7 +371,7 @@ impl Publisher {
 
     /// Deletes the slices of every pool this plugin publishes.
     pub async fn remove_all(&self) {
-        let pools = std::iter::once(self.node.clone()).chain(self.faults.foreign_slices.iter().cloned());
+        let pools = std::iter::once(self.node.clone()).chain(self.faults.foreign_slices().map(str::to_string));
         for node in pools {
             let result = async {
                 for slice in self.live(&node).await? {
