@@ -10,10 +10,12 @@ use dracheck_objects::{PodBuilder, published};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::wait::Condition;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::target::Target;
+use super::wait;
 use crate::profile::Profile;
 use crate::result::{AllocatedDevice, Evidence, GuaranteeResult, Verdict};
 
@@ -228,8 +230,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// Polls `get` every 200 ms until `ok` holds (returns the value and how long it took) or
-    /// `timeout` passes (returns the last value seen).
-    pub async fn wait_until<T, F, Fut>(
+    /// `timeout` passes (returns the last value seen). Only for what no watch gives: lists
+    /// across objects, logs, a kubelet's files; objects are waited for with [`Ctx::wait_pod`]
+    /// and [`Ctx::wait_claim`].
+    pub async fn poll_until<T, F, Fut>(
         &self,
         timeout: Duration,
         mut get: F,
@@ -252,6 +256,26 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Waits, on the pod's watch, until `condition` holds for pod `name`.
+    pub async fn wait_pod(
+        &self,
+        name: &str,
+        condition: impl Condition<Pod>,
+        timeout: Duration,
+    ) -> Result<(Option<Pod>, Duration), wait::Expired<Pod>> {
+        wait::until(&self.api::<Pod>(), name, condition, timeout).await
+    }
+
+    /// Waits, on the claim's watch, until `condition` holds for claim `name`.
+    pub async fn wait_claim(
+        &self,
+        name: &str,
+        condition: impl Condition<ResourceClaim>,
+        timeout: Duration,
+    ) -> Result<(Option<ResourceClaim>, Duration), wait::Expired<ResourceClaim>> {
+        wait::until(&self.api::<ResourceClaim>(), name, condition, timeout).await
+    }
+
     pub async fn get_pod(&self, name: &str) -> Option<Pod> {
         self.api::<Pod>().get_opt(name).await.ok().flatten()
     }
@@ -261,31 +285,25 @@ impl<'a> Ctx<'a> {
     }
 
     /// Waits for the pod's phase to become `phase`.
-    pub async fn wait_phase(&self, pod: &str, phase: &str, timeout: Duration) -> Result<Duration, String> {
-        self.wait_until(
-            timeout,
-            || self.get_pod(pod),
-            |p| p.as_ref().and_then(|p| p.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some(phase),
-        )
-        .await
-        .map(|(_, d)| d)
-        .map_err(|p| {
-            let now = p.and_then(|p| p.status).and_then(|s| s.phase).unwrap_or_else(|| "gone".into());
-            format!("pod {pod} did not reach {phase} within {}s (it is {now})", timeout.as_secs())
-        })
+    pub async fn wait_phase(&self, pod: &str, phase: &'static str, timeout: Duration) -> Result<Duration, String> {
+        match self.wait_pod(pod, wait::conditions::pod_phase(phase), timeout).await {
+            Ok((_, took)) => Ok(took),
+            Err(e) => {
+                let now = wait::phase_of(e.now.as_ref()).unwrap_or("gone");
+                Err(format!("pod {pod} did not reach {phase} within {}s (it is {now})", timeout.as_secs()))
+            }
+        }
     }
 
     /// The scheduler's verdict on a pod: `Some((reason, message))` once PodScheduled=False.
     pub async fn unschedulable(&self, pod: &str) -> Option<(String, String)> {
-        let p = self.get_pod(pod).await?;
-        let c = p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
-        Some((c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+        wait::unschedulable(self.get_pod(pod).await.as_ref())
     }
 
     /// Deletes a pod and waits until it is gone (the kubelet unprepared its claims).
     pub async fn delete_pod(&self, name: &str, timeout: Duration) -> Result<Duration, String> {
         let _ = self.api::<Pod>().delete(name, &DeleteParams::default()).await;
-        self.wait_until(timeout, || self.get_pod(name), |p| p.is_none())
+        self.wait_pod(name, wait::conditions::gone(), timeout)
             .await
             .map(|(_, d)| d)
             .map_err(|_| format!("pod {name} was not gone within {}s after deletion", timeout.as_secs()))

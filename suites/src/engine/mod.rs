@@ -6,6 +6,7 @@ pub mod leftovers;
 pub mod runner;
 mod scenario;
 pub mod target;
+pub mod wait;
 
 pub use ctx::Ctx;
 pub use runner::{Filter, Outcome, Plan, cleanup_run, run};

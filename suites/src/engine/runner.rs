@@ -348,13 +348,11 @@ async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(
         .map_err(|e| format!("creating namespace {name}: {e}"))?;
     // Pods are admitted only once the namespace's default ServiceAccount exists.
     let sas: Api<ServiceAccount> = Api::namespaced(target.client.clone(), name);
-    for _ in 0..150 {
-        if sas.get_opt("default").await.ok().flatten().is_some() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Err(format!("namespace {name} got no default ServiceAccount within 30s"))
+    let exists = |sa: Option<&ServiceAccount>| sa.is_some();
+    super::wait::until(&sas, "default", exists, Duration::from_secs(30))
+        .await
+        .map(drop)
+        .map_err(|_| format!("namespace {name} got no default ServiceAccount within 30s"))
 }
 
 /// Removes what a run left behind (after Ctrl-C or a crash): its namespaces and classes.

@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams, LogParams};
 use crate::adapters::DeviceKey;
 
 use crate::engine::Ctx;
+use crate::engine::wait::conditions;
 
 /// The device names allocated to a claim.
 pub fn device_names(claim: &ResourceClaim) -> Vec<String> {
@@ -19,10 +20,10 @@ pub fn device_names(claim: &ResourceClaim) -> Vec<String> {
 
 /// Waits until the claim is allocated; returns it and the time it took.
 pub async fn allocated(ctx: &Ctx<'_>, claim: &str, timeout: Duration) -> Result<(ResourceClaim, Duration), String> {
-    ctx.wait_until(timeout, || ctx.get_claim(claim), |c| c.as_ref().is_some_and(|c| !Ctx::allocated(c).is_empty()))
-        .await
-        .map(|(c, d)| (c.expect("checked above"), d))
-        .map_err(|_| format!("claim {claim} was not allocated within {}s", timeout.as_secs()))
+    match ctx.wait_claim(claim, conditions::claim_allocated(), timeout).await {
+        Ok((Some(c), took)) => Ok((c, took)),
+        _ => Err(format!("claim {claim} was not allocated within {}s", timeout.as_secs())),
+    }
 }
 
 /// The claim a pod uses under its pod-level name (standalone or generated from a template).
@@ -50,7 +51,7 @@ pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Opt
     let devices = devices.as_slice();
     let check = |log: &str, devices: &[String]| crate::adapters::sees_exactly(seen(log), devices);
     // The log fills as the container starts; give it a few seconds.
-    let last = ctx.wait_until(Duration::from_secs(15), || log(ctx, pod), |l| check(l, devices).is_ok()).await;
+    let last = ctx.poll_until(Duration::from_secs(15), || log(ctx, pod), |l| check(l, devices).is_ok()).await;
     match last {
         Ok(_) => Ok(Some(format!("the workload sees exactly {devices:?}"))),
         Err(l) => Err(check(&l, devices).err().unwrap_or_default()),
@@ -76,7 +77,8 @@ async fn attribute_of_allocated(ctx: &Ctx<'_>, claim: &ResourceClaim, name: &str
 
 /// The reason and message of the pod's PodScheduled=False, waiting up to `timeout`.
 pub async fn wait_unschedulable(ctx: &Ctx<'_>, pod: &str, timeout: Duration) -> Option<(String, String)> {
-    ctx.wait_until(timeout, || ctx.unschedulable(pod), |u| u.is_some()).await.ok().and_then(|(u, _)| u)
+    let (p, _) = ctx.wait_pod(pod, conditions::pod_unschedulable(), timeout).await.ok()?;
+    crate::engine::wait::unschedulable(p.as_ref())
 }
 
 pub fn secs(d: Duration) -> String {
@@ -87,7 +89,7 @@ pub fn secs(d: Duration) -> String {
 /// `None` if neither happens within `timeout`.
 pub async fn runs_or_refused(ctx: &Ctx<'_>, pod: &str, timeout: Duration) -> Option<Result<(), String>> {
     let decided = ctx
-        .wait_until(
+        .poll_until(
             timeout,
             || async {
                 let running =

@@ -36,29 +36,12 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     let slices_before = slice_uids(ctx).await;
 
     ctx.phase(&format!("restarting the driver on {}", ctx.node));
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let restart = async {
-        let r = ctx.target.restart_driver(&ctx.node).await;
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
-        r
-    };
-    let watching = async {
-        // Any moment without the slices counts, not only the state after the restart; and
-        // the driver gets a few seconds after it is back to rewrite what it wants to.
-        let mut vanished = false;
-        let mut after = 0;
-        while after < 15 {
-            if slice_uids(ctx).await.is_empty() {
-                vanished = true;
-            }
-            if done.load(std::sync::atomic::Ordering::SeqCst) {
-                after += 1;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        vanished
-    };
-    let (downtime, vanished) = tokio::join!(restart, watching);
+    // Any moment without the slices counts, not only the state after the restart; and the
+    // driver gets a few seconds after it is back to rewrite what it wants to.
+    let slices: kube::Api<k8s_openapi::api::resource::v1::ResourceSlice> = kube::Api::all(ctx.client());
+    let fields = format!("spec.nodeName={},spec.driver={}", ctx.node, ctx.target.driver.name);
+    let restart = ctx.target.restart_driver(&ctx.node);
+    let (downtime, vanished) = crate::engine::wait::ever_empty(slices, &fields, restart, Duration::from_secs(3)).await;
     let downtime = downtime?;
     if downtime.as_secs() > max_downtime {
         return Err(format!(

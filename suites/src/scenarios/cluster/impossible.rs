@@ -11,6 +11,7 @@ use k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams};
 
 use super::common::{allocated, wait_unschedulable};
+use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::{ImpossibleVariant, ids};
 use crate::result::Evidence;
@@ -189,7 +190,7 @@ async fn check_explained(
             .delete(name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() })
             .await;
         let _ = ctx.api::<ResourceClaim>().delete(name, &DeleteParams::default()).await;
-        ctx.wait_until(Duration::from_secs(30), || ctx.get_pod(name), |p| p.is_none())
+        ctx.wait_pod(name, conditions::gone(), Duration::from_secs(30))
             .await
             .map_err(|_| format!("pod {name} was not deleted"))?;
         let fixed = format!("{name}-fixed");

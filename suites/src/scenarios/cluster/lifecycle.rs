@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::common::claim_of;
+use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::ids;
 
@@ -35,11 +36,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     let mut completed = 0;
     for pod in ["templated", "direct"] {
         // The generated claim's name is known once the controller made it.
-        let name = ctx
-            .wait_until(Duration::from_secs(30), || claim_of(ctx, pod), |n| n.is_some())
-            .await
-            .ok()
-            .and_then(|(n, _)| n);
+        let _ = ctx.wait_pod(pod, conditions::pod_claim_named(), Duration::from_secs(30)).await;
+        let name = claim_of(ctx, pod).await;
         if let Some(uid) = match &name {
             Some(n) => ctx.get_claim(n).await.and_then(|c| c.metadata.uid),
             None => None,
@@ -59,7 +57,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         completed += 1;
         let Some(name) = name else { continue };
         if pod == "templated" {
-            let gone = ctx.wait_until(DONE, || ctx.get_claim(&name), |c| c.is_none()).await;
+            let gone = ctx.wait_claim(&name, conditions::gone(), DONE).await;
             match gone {
                 Ok((_, took)) => ctx.pass(
                     ids::RETENTION_TEMPLATE_CLAIM_DELETED,
@@ -72,19 +70,13 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
                 ),
             }
         } else {
-            let released = |c: &Option<k8s_openapi::api::resource::v1::ResourceClaim>| {
-                c.as_ref().is_some_and(|c| {
-                    let s = c.status.clone().unwrap_or_default();
-                    s.allocation.is_none() && s.reserved_for.is_none_or(|r| r.is_empty())
-                })
-            };
-            match ctx.wait_until(DONE, || ctx.get_claim(&name), released).await {
+            match ctx.wait_claim(&name, conditions::claim_released(), DONE).await {
                 Ok(_) => ctx.pass(
                     ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
                     "the standalone claim is kept, with reservedFor empty and no allocation",
                 ),
-                Err(c) => {
-                    let why = match c {
+                Err(expired) => {
+                    let why = match expired.now {
                         None => "the standalone claim was deleted; it must be kept".to_string(),
                         Some(_) => format!(
                             "the standalone claim still has a reservation or allocation {}s after its pod ended",
@@ -108,7 +100,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         return Ok(());
     }
     let still = ctx
-        .wait_until(
+        .poll_until(
             Duration::from_secs(30),
             || async { ctx.target.prepared_claims(&ctx.node).await.unwrap_or_default() },
             |prepared| !prepared.iter().any(|(uid, _)| claim_uids.contains(uid)),

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::common::allocated;
+use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::ids;
 
@@ -30,7 +31,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
 
     ctx.phase(&format!("removing {}", ctx.node));
     ctx.target.remove_node(&ctx.node).await?;
-    match ctx.wait_until(Duration::from_secs(60), || ctx.slices_of(&ctx.node), |s| s.is_empty()).await {
+    match ctx.poll_until(Duration::from_secs(60), || ctx.slices_of(&ctx.node), |s| s.is_empty()).await {
         Ok((_, took)) => ctx.pass(
             ids::NODE_REMOVAL_SLICES_GONE,
             format!("the node's slices were removed {:.1}s after the node", took.as_secs_f64()),
@@ -42,7 +43,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         ),
     }
     // PodGC deletes pods of a node that no longer exists after a quarantine of about 40 s.
-    match ctx.wait_until(Duration::from_secs(120), || ctx.get_pod("victim"), |p| p.is_none()).await {
+    match ctx.wait_pod("victim", conditions::gone(), Duration::from_secs(120)).await {
         Ok((_, took)) => ctx.pass(
             ids::NODE_REMOVAL_PODS_GONE,
             format!("the node's pod was deleted {:.1}s after the node", took.as_secs_f64()),
@@ -53,13 +54,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
             ctx.evidence("victim").await,
         ),
     }
-    let released = ctx
-        .wait_until(
-            Duration::from_secs(60),
-            || ctx.get_claim("pinned"),
-            |c| c.as_ref().is_some_and(|c| Ctx::allocated(c).is_empty()),
-        )
-        .await;
+    let released = ctx.wait_claim("pinned", conditions::claim_deallocated(), Duration::from_secs(60)).await;
     match released {
         Ok(_) => ctx.pass(ids::NODE_REMOVAL_CLAIMS_DEALLOCATED, "the claim of the removed node's pod was deallocated"),
         Err(_) => {

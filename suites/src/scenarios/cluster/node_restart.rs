@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::common::{allocated, secs};
+use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, Tier};
 use crate::profile::ids;
 
@@ -60,7 +61,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     // Slices from before the restart may linger until the kubelet's wipe has run; only new
     // ones with the same devices show the driver published again.
     let republished = ctx
-        .wait_until(
+        .poll_until(
             REPUBLISHED,
             || slices(ctx),
             |(uids, devices)| uids.is_disjoint(&uids_before) && *devices == devices_before,
@@ -117,15 +118,9 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         ctx.fail(id, format!("the pod is gone but the kubelet's checkpoint still holds its claim ({ids:?})"), evidence);
         return Ok(());
     }
-    let freed = ctx
-        .wait_until(
-            Duration::from_secs(30),
-            || ctx.get_claim("survivor"),
-            |c| c.as_ref().is_some_and(|c| Ctx::allocated(c).is_empty()),
-        )
-        .await;
-    if let Err(claim) = freed {
-        let status = claim.and_then(|c| c.status);
+    let freed = ctx.wait_claim("survivor", conditions::claim_deallocated(), Duration::from_secs(30)).await;
+    if let Err(expired) = freed {
+        let status = expired.now.and_then(|c| c.status);
         let body = serde_json::to_string_pretty(&status).unwrap_or_default();
         let evidence = vec![crate::result::Evidence { title: format!("claim {}/survivor status", ctx.ns), body }];
         ctx.fail(id, "the claim of the deleted pod was still allocated 30s after the pod was gone", evidence);

@@ -36,7 +36,7 @@ async fn oracle_devices(node: &harness::PluginNode, ctx: &crate::engine::Ctx<'_>
         return Ok(oracle(&node.name)?.into_iter().map(|d| d.name).collect());
     }
     let (slices, _) = ctx
-        .wait_until(std::time::Duration::from_secs(30), || ctx.slices_of(&node.name), |s| !s.is_empty())
+        .poll_until(std::time::Duration::from_secs(30), || ctx.slices_of(&node.name), |s| !s.is_empty())
         .await
         .map_err(|_| format!("the driver published no slice for {} within 30s", node.name))?;
     Ok(slices.into_iter().flat_map(|s| s.spec.devices.unwrap_or_default()).map(|d| d.name).collect())

@@ -66,7 +66,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
     let slices: Api<ResourceSlice> = Api::all(ctx.client());
     let lp = ListParams::default().fields(&format!("spec.driver={}", node.driver_name));
     let all = ctx
-        .wait_until(
+        .poll_until(
             Duration::from_secs(30),
             || async { slices.list(&lp).await.map(|l| l.items).unwrap_or_default() },
             |s| s.iter().any(|s| s.spec.node_name.as_deref() == Some(node.name.as_str())),

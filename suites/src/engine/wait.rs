@@ -1,0 +1,241 @@
+//! Waits as named conditions on watch events (`kube::runtime::wait::await_condition`): a
+//! scenario says what it waits for, the time it took is that of the event that made it true
+//! (not of a poll after it), and on expiry the object is read once so that the message says
+//! where it stands. What no watch gives (lists across objects, pod logs, a kubelet's files)
+//! is polled by `Ctx::poll_until` instead.
+
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::wait::{Condition, await_condition};
+use serde::de::DeserializeOwned;
+
+/// Waits until `condition` holds for the object `name` (absent objects included: a condition
+/// may wait for one to go). `Ok`: the object as the event showed it, and how long it took.
+/// `Err`: the object as it is when the time ran out (`None`: absent), or the watch's error.
+pub async fn until<K>(
+    api: &Api<K>,
+    name: &str,
+    condition: impl Condition<K>,
+    timeout: Duration,
+) -> Result<(Option<K>, Duration), Expired<K>>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    let started = Instant::now();
+    match tokio::time::timeout(timeout, await_condition(api.clone(), name, condition)).await {
+        Ok(Ok(object)) => Ok((object, started.elapsed())),
+        Ok(Err(e)) => Err(Expired { now: api.get_opt(name).await.ok().flatten(), watch_error: Some(e.to_string()) }),
+        Err(_) => Err(Expired { now: api.get_opt(name).await.ok().flatten(), watch_error: None }),
+    }
+}
+
+/// Runs `during` while watching what `api` lists with the field selector `fields`, and for
+/// `after` once it ended; says whether that list was ever empty. From the watch's events, so a
+/// wipe that is republished at once is seen, which polling the list can miss. The watch has
+/// its initial list before `during` starts.
+pub async fn ever_empty<K, F>(api: Api<K>, fields: &str, during: F, after: Duration) -> (F::Output, bool)
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    F: std::future::Future,
+{
+    use futures::StreamExt as _;
+    use kube::runtime::watcher::{self, Event};
+    let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+    let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default().fields(fields)));
+    let mut seen = std::collections::BTreeSet::new();
+    let mut listing = std::collections::BTreeSet::new();
+    let mut empty = false;
+    let mut apply = |event: Event<K>, seen: &mut std::collections::BTreeSet<String>, empty: &mut bool| -> bool {
+        match event {
+            Event::Init => listing.clear(),
+            Event::InitApply(o) => {
+                listing.insert(name(&o));
+            }
+            Event::InitDone => {
+                *seen = std::mem::take(&mut listing);
+                *empty |= seen.is_empty();
+                return true;
+            }
+            Event::Apply(o) => {
+                seen.insert(name(&o));
+            }
+            Event::Delete(o) => {
+                seen.remove(&name(&o));
+                *empty |= seen.is_empty();
+            }
+        }
+        false
+    };
+    // The initial list first (bounded: a watch that cannot start leaves the question open).
+    let listed = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(event) = stream.next().await {
+            if let Ok(event) = event
+                && apply(event, &mut seen, &mut empty)
+            {
+                return;
+            }
+        }
+    });
+    let _ = listed.await;
+    let watching = async {
+        while let Some(event) = stream.next().await {
+            if let Ok(event) = event {
+                apply(event, &mut seen, &mut empty);
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::pin!(watching, during);
+    let output = tokio::select! {
+        output = &mut during => output,
+        () = &mut watching => unreachable!("the watch never ends"),
+    };
+    let _ = tokio::time::timeout(after, &mut watching).await;
+    (output, empty)
+}
+
+/// Where an object stood when a wait for it ended without its condition.
+#[derive(Debug)]
+pub struct Expired<K> {
+    pub now: Option<K>,
+    /// The watch failed before the time was up.
+    pub watch_error: Option<String>,
+}
+
+/// The named conditions scenarios wait for.
+pub mod conditions {
+    use super::*;
+
+    /// The object does not exist (never did, or was deleted).
+    pub fn gone<K>() -> impl Condition<K> {
+        |object: Option<&K>| object.is_none()
+    }
+
+    /// The pod exists and is in `phase`.
+    pub fn pod_phase(phase: &'static str) -> impl Condition<Pod> {
+        move |pod: Option<&Pod>| phase_of(pod) == Some(phase)
+    }
+
+    /// The scheduler has said no: `PodScheduled=False`.
+    pub fn pod_unschedulable() -> impl Condition<Pod> {
+        |pod: Option<&Pod>| unschedulable(pod).is_some()
+    }
+
+    /// The pod's status names the claim generated for its first claim.
+    pub fn pod_claim_named() -> impl Condition<Pod> {
+        |pod: Option<&Pod>| {
+            pod.and_then(|p| p.status.as_ref()?.resource_claim_statuses.as_ref())
+                .is_some_and(|s| s.iter().any(|s| s.resource_claim_name.is_some()))
+        }
+    }
+
+    /// The claim exists and has devices allocated.
+    pub fn claim_allocated() -> impl Condition<ResourceClaim> {
+        |claim: Option<&ResourceClaim>| claim.is_some_and(|c| devices_of(c) > 0)
+    }
+
+    /// The claim exists and has no allocation.
+    pub fn claim_deallocated() -> impl Condition<ResourceClaim> {
+        |claim: Option<&ResourceClaim>| claim.is_some_and(|c| devices_of(c) == 0)
+    }
+
+    /// The claim exists, with no allocation and no consumer left in `reservedFor`.
+    pub fn claim_released() -> impl Condition<ResourceClaim> {
+        |claim: Option<&ResourceClaim>| {
+            claim.is_some_and(|c| {
+                let status = c.status.as_ref();
+                status.is_none_or(|s| s.allocation.is_none() && s.reserved_for.as_ref().is_none_or(|r| r.is_empty()))
+            })
+        }
+    }
+}
+
+/// The phase of a pod; `None` when it is absent or has none yet.
+pub fn phase_of(pod: Option<&Pod>) -> Option<&str> {
+    pod?.status.as_ref()?.phase.as_deref()
+}
+
+/// The scheduler's verdict on a pod: `(reason, message)` once `PodScheduled=False`.
+pub fn unschedulable(pod: Option<&Pod>) -> Option<(String, String)> {
+    let c =
+        pod?.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+    Some((c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
+}
+
+fn devices_of(claim: &ResourceClaim) -> usize {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .map_or(0, |d| d.results.as_ref().map_or(0, Vec::len))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    use k8s_openapi::api::resource::v1::{
+        AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaimConsumerReference,
+        ResourceClaimStatus,
+    };
+
+    use super::conditions::*;
+    use super::*;
+
+    fn pod(phase: &str, scheduled: Option<&str>) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                conditions: scheduled.map(|s| {
+                    vec![PodCondition { type_: "PodScheduled".into(), status: s.into(), ..PodCondition::default() }]
+                }),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
+    }
+
+    fn claim(allocated: bool, reserved: bool) -> ResourceClaim {
+        let result = DeviceRequestAllocationResult {
+            request: "req".into(),
+            driver: "d".into(),
+            pool: "p".into(),
+            device: "gpu-0".into(),
+            ..DeviceRequestAllocationResult::default()
+        };
+        ResourceClaim {
+            status: Some(ResourceClaimStatus {
+                allocation: allocated.then(|| AllocationResult {
+                    devices: Some(DeviceAllocationResult { results: Some(vec![result]), config: None }),
+                    ..AllocationResult::default()
+                }),
+                reserved_for: reserved.then(|| vec![ResourceClaimConsumerReference::default()]),
+                ..ResourceClaimStatus::default()
+            }),
+            ..ResourceClaim::default()
+        }
+    }
+
+    #[test]
+    fn the_conditions_read_the_api_objects_as_named() {
+        assert!(gone::<Pod>().matches_object(None));
+        assert!(!gone().matches_object(Some(&pod("Running", None))));
+        assert!(pod_phase("Running").matches_object(Some(&pod("Running", None))));
+        assert!(!pod_phase("Running").matches_object(Some(&pod("Pending", None))));
+        assert!(!pod_phase("Running").matches_object(None));
+        assert!(pod_unschedulable().matches_object(Some(&pod("Pending", Some("False")))));
+        assert!(!pod_unschedulable().matches_object(Some(&pod("Pending", Some("True")))));
+        assert!(claim_allocated().matches_object(Some(&claim(true, true))));
+        assert!(!claim_allocated().matches_object(Some(&claim(false, false))));
+        assert!(claim_deallocated().matches_object(Some(&claim(false, true))));
+        assert!(!claim_deallocated().matches_object(None), "a deleted claim is not a deallocated one");
+        assert!(claim_released().matches_object(Some(&claim(false, false))));
+        assert!(!claim_released().matches_object(Some(&claim(false, true))), "still reserved");
+        assert!(!claim_released().matches_object(Some(&claim(true, false))), "still allocated");
+    }
+}
