@@ -6,6 +6,7 @@
 //! (`Registration`), then calls `DRAPlugin` on the endpoint that `GetInfo` names.
 
 pub mod authority;
+pub mod kubelet;
 mod socket;
 
 pub use socket::{SUN_PATH_MAX, SocketError, UnixSocket, connect_unix, connect_unix_as_plugin_watcher};

@@ -7,18 +7,16 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use dracheck_kubelet_api::dra_v1::dra_plugin_client::DraPluginClient as V1Client;
-use dracheck_kubelet_api::dra_v1beta1::dra_plugin_client::DraPluginClient as V1beta1Client;
-use dracheck_kubelet_api::{dra_v1, dra_v1beta1, rewire};
+use dracheck_kubelet_api::dra_v1;
+use dracheck_kubelet_api::kubelet::ClaimOutcome;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::Api;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use super::plugins::{Plugin, Registry, Service};
+use super::plugins::Registry;
 
 /// One prepared device, as the driver returned it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -81,7 +79,6 @@ pub struct DraManager {
     client: kube::Client,
     registry: Arc<Registry>,
     path: PathBuf,
-    call_timeout: Duration,
     // Async: held across the gRPC calls, which serializes them per node like the kubelet's
     // claim cache lock does.
     state: Mutex<Vec<ClaimEntry>>,
@@ -89,13 +86,13 @@ pub struct DraManager {
 
 impl DraManager {
     /// Loads the checkpoint in `path`, if any.
-    pub fn load(client: kube::Client, registry: Arc<Registry>, path: PathBuf, call_timeout: Duration) -> DraManager {
+    pub fn load(client: kube::Client, registry: Arc<Registry>, path: PathBuf) -> DraManager {
         let entries = std::fs::read_to_string(&path)
             .ok()
             .and_then(|t| serde_json::from_str::<Checkpoint>(&t).ok())
             .map(|c| c.entries)
             .unwrap_or_default();
-        DraManager { client, registry, path, call_timeout, state: Mutex::new(entries) }
+        DraManager { client, registry, path, state: Mutex::new(entries) }
     }
 
     fn save(&self, entries: &[ClaimEntry]) -> Result<(), String> {
@@ -218,20 +215,18 @@ impl DraManager {
         let claim = dra_v1::Claim { namespace: ns.into(), uid: uid.into(), name: name.into() };
         let mut driver_state = BTreeMap::new();
         for (driver, plugin) in &plugins {
-            let resp = self.call_prepare(plugin, claim.clone()).await.map_err(|e| {
+            let failed = |e: &dyn std::fmt::Display| {
                 format!("prepare dynamic resources: NodePrepareResources failed for ResourceClaim {name}: {e}")
-            })?;
-            let Some(result) = resp.claims.get(uid) else {
-                return Err("prepare dynamic resources: NodePrepareResources skipped 1 ResourceClaims".into());
             };
-            if !result.error.is_empty() {
-                return Err(format!(
-                    "prepare dynamic resources: NodePrepareResources failed for ResourceClaim {name}: {}",
-                    result.error
-                ));
-            }
-            let devices = result
-                .devices
+            let mut outcomes = plugin.client.prepare(vec![claim.clone()]).await.map_err(|e| failed(&e))?;
+            let devices = match outcomes.remove(uid).unwrap_or(ClaimOutcome::Missing) {
+                ClaimOutcome::Done(devices) => devices,
+                ClaimOutcome::Refused(error) => return Err(failed(&error)),
+                ClaimOutcome::Missing => {
+                    return Err("prepare dynamic resources: NodePrepareResources skipped 1 ResourceClaims".into());
+                }
+            };
+            let devices = devices
                 .iter()
                 .map(|d| PreparedDevice {
                     pool_name: d.pool_name.clone(),
@@ -291,21 +286,17 @@ impl DraManager {
             for driver in entry.driver_state.keys() {
                 let plugin =
                     self.registry.get(driver).ok_or_else(|| format!("DRA driver {driver} is not registered"))?;
-                let resp = self.call_unprepare(&plugin, claim.clone()).await.map_err(|e| {
+                let failed = |e: &dyn std::fmt::Display| {
                     format!(
                         "unprepare dynamic resources: NodeUnprepareResources failed for ResourceClaim {}: {e}",
                         entry.claim_name
                     )
-                })?;
-                match resp.claims.get(&entry.claim_uid) {
-                    Some(r) if r.error.is_empty() => {}
-                    Some(r) => {
-                        return Err(format!(
-                            "unprepare dynamic resources: NodeUnprepareResources failed for ResourceClaim {}: {}",
-                            entry.claim_name, r.error
-                        ));
-                    }
-                    None => {
+                };
+                let mut outcomes = plugin.client.unprepare(vec![claim.clone()]).await.map_err(|e| failed(&e))?;
+                match outcomes.remove(&entry.claim_uid).unwrap_or(ClaimOutcome::Missing) {
+                    ClaimOutcome::Done(()) => {}
+                    ClaimOutcome::Refused(error) => return Err(failed(&error)),
+                    ClaimOutcome::Missing => {
                         return Err(
                             "unprepare dynamic resources: NodeUnprepareResources skipped 1 ResourceClaims".into()
                         );
@@ -317,57 +308,5 @@ impl DraManager {
             self.save(&state)?;
         }
         self.save(&state)
-    }
-
-    async fn call_prepare(
-        &self,
-        plugin: &Plugin,
-        claim: dra_v1::Claim,
-    ) -> Result<dra_v1::NodePrepareResourcesResponse, String> {
-        let req = dra_v1::NodePrepareResourcesRequest { claims: vec![claim] };
-        let call = async {
-            match plugin.service {
-                Service::V1 => {
-                    V1Client::new(plugin.channel.clone()).node_prepare_resources(req).await.map(|r| r.into_inner())
-                }
-                Service::V1beta1 => {
-                    let req: dra_v1beta1::NodePrepareResourcesRequest = rewire(&req).expect("wire-identical");
-                    let resp =
-                        V1beta1Client::new(plugin.channel.clone()).node_prepare_resources(req).await?.into_inner();
-                    Ok(rewire(&resp).expect("wire-identical"))
-                }
-            }
-        };
-        with_timeout(self.call_timeout, call).await
-    }
-
-    async fn call_unprepare(
-        &self,
-        plugin: &Plugin,
-        claim: dra_v1::Claim,
-    ) -> Result<dra_v1::NodeUnprepareResourcesResponse, String> {
-        let req = dra_v1::NodeUnprepareResourcesRequest { claims: vec![claim] };
-        let call = async {
-            match plugin.service {
-                Service::V1 => {
-                    V1Client::new(plugin.channel.clone()).node_unprepare_resources(req).await.map(|r| r.into_inner())
-                }
-                Service::V1beta1 => {
-                    let req: dra_v1beta1::NodeUnprepareResourcesRequest = rewire(&req).expect("wire-identical");
-                    let resp =
-                        V1beta1Client::new(plugin.channel.clone()).node_unprepare_resources(req).await?.into_inner();
-                    Ok(rewire(&resp).expect("wire-identical"))
-                }
-            }
-        };
-        with_timeout(self.call_timeout, call).await
-    }
-}
-
-async fn with_timeout<T>(timeout: Duration, call: impl Future<Output = Result<T, tonic::Status>>) -> Result<T, String> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(status)) => Err(format!("rpc error: code = {:?} desc = {}", status.code(), status.message())),
-        Err(_) => Err(format!("rpc error: code = DeadlineExceeded desc = context deadline exceeded after {timeout:?}")),
     }
 }

@@ -96,12 +96,7 @@ impl EmulatedNode {
         self.log.info(format!("kubelet started on {} ({}:{})", self.cfg.name, self.cfg.ip, self.port));
         self.kubelet = CancellationToken::new();
         self.registry = Arc::new(Registry::default());
-        let dra = Arc::new(DraManager::load(
-            self.client.clone(),
-            self.registry.clone(),
-            self.checkpoint_path(),
-            self.cfg.call_timeout,
-        ));
+        let dra = Arc::new(DraManager::load(self.client.clone(), self.registry.clone(), self.checkpoint_path()));
         let worker = pods::PodWorker {
             client: self.client.clone(),
             cfg: self.cfg.clone(),

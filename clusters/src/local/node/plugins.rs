@@ -9,11 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
-use dracheck_kubelet_api::registration::{InfoRequest, RegistrationStatus};
-use dracheck_kubelet_api::{
-    DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, connect_unix, connect_unix_as_plugin_watcher,
-};
+use dracheck_kubelet_api::kubelet::{self, DraClient};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams};
 use tokio_util::sync::CancellationToken;
@@ -21,18 +17,11 @@ use tokio_util::sync::CancellationToken;
 use super::config::NodeConfig;
 use super::events::Log;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Service {
-    V1,
-    V1beta1,
-}
-
 #[derive(Debug, Clone)]
 pub struct Plugin {
     pub driver: String,
     pub endpoint: PathBuf,
-    pub service: Service,
-    pub channel: tonic::transport::Channel,
+    pub client: DraClient,
     reg_socket: PathBuf,
 }
 
@@ -106,12 +95,12 @@ async fn scan(client: &kube::Client, cfg: &NodeConfig, registry: &Arc<Registry>,
         if registered || refused_same {
             continue;
         }
-        match register(&socket).await {
+        match register(&socket, cfg.call_timeout).await {
             Ok(plugin) => {
                 log.info(format!(
                     "registered DRA plugin {} ({:?}) at {}",
                     plugin.driver,
-                    plugin.service,
+                    plugin.client.service(),
                     plugin.endpoint.display()
                 ));
                 if let Some(w) = registry.wipes.lock().unwrap().remove(&plugin.driver) {
@@ -161,65 +150,12 @@ async fn accepts(path: &Path) -> bool {
     tokio::net::UnixStream::connect(path).await.is_ok()
 }
 
-async fn register(socket: &Path) -> Result<Plugin, String> {
-    // With the `:authority` the kubelet's plugin watcher sends, which plain h2 servers refuse;
-    // the endpoint below is dialled as `unix:`, with `localhost`, as the kubelet does.
-    let channel = connect_unix_as_plugin_watcher(socket).await.map_err(|e| e.to_string())?;
-    let mut client = RegistrationClient::new(channel);
-    let info = tokio::time::timeout(Duration::from_secs(10), client.get_info(InfoRequest {}))
-        .await
-        .map_err(|_| "GetInfo timed out after 10s".to_string())?
-        .map_err(|e| format!("GetInfo failed: {e}"))?
-        .into_inner();
-    let verdict = choose(&info.r#type, &info.supported_versions);
-    let notify = |registered: bool, error: String| RegistrationStatus { plugin_registered: registered, error };
-    let service = match verdict {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = client.notify_registration_status(notify(false, e.clone())).await;
-            return Err(e);
-        }
-    };
-    let endpoint = PathBuf::from(&info.endpoint);
-    let plugin_channel = match connect_unix(&endpoint).await {
-        Ok(c) => c,
-        Err(e) => {
-            let msg = format!("cannot connect to the plugin endpoint {}: {e}", endpoint.display());
-            let _ = client.notify_registration_status(notify(false, msg.clone())).await;
-            return Err(msg);
-        }
-    };
-    client
-        .notify_registration_status(notify(true, String::new()))
-        .await
-        .map_err(|e| format!("NotifyRegistrationStatus failed: {e}"))?;
-    Ok(Plugin { driver: info.name, endpoint, service, channel: plugin_channel, reg_socket: socket.to_path_buf() })
-}
-
-/// The kubelet accepts `DRAPlugin` plugins and prefers the v1 service over v1beta1.
-fn choose(plugin_type: &str, versions: &[String]) -> Result<Service, String> {
-    if plugin_type != DRA_PLUGIN_TYPE {
-        return Err(format!("plugin type {plugin_type:?} is not {DRA_PLUGIN_TYPE:?}"));
-    }
-    if versions.iter().any(|v| v == DRA_V1_SERVICE) {
-        Ok(Service::V1)
-    } else if versions.iter().any(|v| v == DRA_V1BETA1_SERVICE) {
-        Ok(Service::V1beta1)
-    } else {
-        Err(format!("none of the supported versions {versions:?} is {DRA_V1_SERVICE} or {DRA_V1BETA1_SERVICE}"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefers_v1_and_falls_back_to_v1beta1() {
-        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(choose("DRAPlugin", &v(&["v1beta1.DRAPlugin", "v1.DRAPlugin"])), Ok(Service::V1));
-        assert_eq!(choose("DRAPlugin", &v(&["v1beta1.DRAPlugin"])), Ok(Service::V1beta1));
-        assert!(choose("DRAPlugin", &v(&["v1alpha4.DRAPlugin"])).is_err());
-        assert!(choose("CSIPlugin", &v(&["v1.DRAPlugin"])).is_err());
-    }
+async fn register(socket: &Path, call_timeout: Duration) -> Result<Plugin, kubelet::RegisterError> {
+    let registered = kubelet::register(socket, call_timeout).await?;
+    Ok(Plugin {
+        driver: registered.info.name,
+        endpoint: PathBuf::from(registered.info.endpoint),
+        client: registered.client,
+        reg_socket: socket.to_path_buf(),
+    })
 }

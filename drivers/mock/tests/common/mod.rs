@@ -3,6 +3,7 @@
 //! that plays kubelet over the driver's sockets.
 #![allow(dead_code)] // Each test binary uses its own part of the harness.
 
+use dracheck_kubelet_api::kubelet::{CALL_TIMEOUT, DraClient, Service};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -223,6 +224,7 @@ impl Driver {
             info,
             registration: reg,
             dra: dra_v1::dra_plugin_client::DraPluginClient::new(dra.clone()),
+            client: DraClient::new(dra.clone(), Service::V1, CALL_TIMEOUT),
             channel: dra,
         }
     }
@@ -241,18 +243,20 @@ pub struct Kubelet {
     pub info: PluginInfo,
     pub registration: RegistrationClient<Channel>,
     pub dra: dra_v1::dra_plugin_client::DraPluginClient<Channel>,
+    /// The kubelet-side client the emulated node and the plugin tier use too.
+    pub client: DraClient,
     pub channel: Channel,
 }
 
 impl Kubelet {
     pub async fn prepare(&mut self, claims: &[dra_v1::Claim]) -> dra_v1::NodePrepareResourcesResponse {
         let request = dra_v1::NodePrepareResourcesRequest { claims: claims.to_vec() };
-        self.dra.node_prepare_resources(request).await.expect("NodePrepareResources answers").into_inner()
+        self.client.prepare_raw(request).await.expect("NodePrepareResources answers")
     }
 
     pub async fn unprepare(&mut self, claims: &[dra_v1::Claim]) -> dra_v1::NodeUnprepareResourcesResponse {
         let request = dra_v1::NodeUnprepareResourcesRequest { claims: claims.to_vec() };
-        self.dra.node_unprepare_resources(request).await.expect("NodeUnprepareResources answers").into_inner()
+        self.client.unprepare_raw(request).await.expect("NodeUnprepareResources answers")
     }
 }
 

@@ -14,7 +14,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
         claims.push(node.allocate(&format!("parallel-{i}"), &node.name, &[d]).await?);
     }
     let answers = futures::future::join_all(claims.iter().map(|c| node.prepared(c))).await;
-    let errors: Vec<String> = answers.iter().filter_map(|a| a.as_ref().err().cloned()).collect();
+    let errors: Vec<String> = answers.iter().filter_map(|a| a.as_ref().err().map(ToString::to_string)).collect();
     let mut ids: Vec<String> = answers.iter().flatten().flat_map(|a| node.claim_cdi_ids(a)).collect();
     let total = ids.len();
     ids.sort();

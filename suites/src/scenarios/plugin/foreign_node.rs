@@ -1,6 +1,6 @@
 //! A claim allocated to another node's pool is refused with a per-claim error.
 
-use super::harness::PluginNode;
+use super::harness::{PluginNode, PrepareError};
 use crate::engine::Ctx;
 use crate::profile::ids::PLUGIN_PREPARE_REFUSES_FOREIGN_NODE as ID;
 
@@ -11,7 +11,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
     let claim =
         node.allocate("elsewhere", "dracheck-other-node", &[devices.first().ok_or("the inventory is empty")?]).await?;
     match node.prepared(&claim).await {
-        Err(e) if e.starts_with("claim ") => ctx.pass(ID, format!("refused: {e}")),
+        Err(e @ PrepareError::Refused { .. }) => ctx.pass(ID, format!("refused: {e}")),
         Err(e) => ctx.fail(ID, format!("the call failed as a whole instead of for the claim: {e}"), node.evidence()),
         Ok(d) => ctx.fail(ID, format!("prepared a claim of another node's pool: {d:?}"), node.evidence()),
     }

@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use dracheck_clusters::local::node::cdi;
 use dracheck_clusters::local::{DriverInstance, Lifetime, NodeConfig};
-use dracheck_kubelet_api::dra_v1::dra_plugin_client::DraPluginClient;
+use dracheck_kubelet_api::kubelet::{self, CallError, ClaimOutcome, DraClient};
 use dracheck_kubelet_api::registration::registration_client::RegistrationClient;
 use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo, RegistrationStatus};
-use dracheck_kubelet_api::{connect_unix, connect_unix_as_plugin_watcher, dra_v1};
+use dracheck_kubelet_api::{connect_unix_as_plugin_watcher, dra_v1};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use tonic::transport::Channel;
 
 use crate::engine::Ctx;
 use crate::engine::target::{PLUGIN_TIER_LABEL, PluginAccess};
@@ -148,9 +147,12 @@ impl PluginNode {
         Ok(info)
     }
 
-    async fn dra(&self) -> Result<DraPluginClient<Channel>, String> {
-        let endpoint = self.info().await?.endpoint;
-        Ok(DraPluginClient::new(connect_unix(&endpoint).await.map_err(|e| e.to_string())?))
+    /// The driver's DRA service, registered as the kubelet registers it (v1, else v1beta1).
+    async fn dra(&self) -> Result<DraClient, PrepareError> {
+        let registered = kubelet::register(&self.registration_socket(), CALL_TIMEOUT)
+            .await
+            .map_err(|e| PrepareError::Call(e.to_string()))?;
+        Ok(registered.client)
     }
 
     /// A claim allocated by hand to `devices` of `pool`, reserved for a pod that does not exist.
@@ -174,34 +176,16 @@ impl PluginNode {
         Ok(Claim { namespace: self.ns.clone(), uid: created.metadata.uid.unwrap_or_default(), name: name.into() })
     }
 
-    pub async fn prepare(&self, claims: &[Claim]) -> Result<dra_v1::NodePrepareResourcesResponse, String> {
-        let req = dra_v1::NodePrepareResourcesRequest { claims: claims.to_vec() };
-        Ok(timed(self.dra().await?.node_prepare_resources(req)).await?.into_inner())
-    }
-
-    pub async fn unprepare(&self, claims: &[Claim]) -> Result<dra_v1::NodeUnprepareResourcesResponse, String> {
-        let req = dra_v1::NodeUnprepareResourcesRequest { claims: claims.to_vec() };
-        Ok(timed(self.dra().await?.node_unprepare_resources(req)).await?.into_inner())
-    }
-
-    /// The devices prepare returned for `claim`, or the per-claim error.
-    pub async fn prepared(&self, claim: &Claim) -> Result<Vec<dra_v1::Device>, String> {
-        let resp = self.prepare(std::slice::from_ref(claim)).await?;
-        match resp.claims.get(&claim.uid) {
-            None => Err(format!("the response leaves out claim {}", claim.name)),
-            Some(r) if !r.error.is_empty() => Err(format!("claim {}: {}", claim.name, r.error)),
-            Some(r) => Ok(r.devices.clone()),
-        }
+    /// The devices prepare returned for `claim`; the call's failure or the claim's refusal.
+    pub async fn prepared(&self, claim: &Claim) -> Result<Vec<dra_v1::Device>, PrepareError> {
+        let mut outcomes = self.dra().await?.prepare(vec![claim.clone()]).await.map_err(PrepareError::call)?;
+        PrepareError::judge(claim, outcomes.remove(&claim.uid))
     }
 
     /// Unprepare of one claim: `Ok` when the driver reports no error.
-    pub async fn unprepared(&self, claim: &Claim) -> Result<(), String> {
-        let resp = self.unprepare(std::slice::from_ref(claim)).await?;
-        match resp.claims.get(&claim.uid) {
-            None => Err(format!("the response leaves out claim {}", claim.name)),
-            Some(r) if !r.error.is_empty() => Err(format!("claim {}: {}", claim.name, r.error)),
-            Some(_) => Ok(()),
-        }
+    pub async fn unprepared(&self, claim: &Claim) -> Result<(), PrepareError> {
+        let mut outcomes = self.dra().await?.unprepare(vec![claim.clone()]).await.map_err(PrepareError::call)?;
+        PrepareError::judge(claim, outcomes.remove(&claim.uid))
     }
 
     /// Every CDI device the spec files in the node's CDI dir define (`kind=name` → env).
@@ -238,6 +222,41 @@ impl PluginNode {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let _ = nodes.delete(&self.name, &DeleteParams::default()).await;
         let _ = std::fs::remove_dir_all(&self.cfg.root);
+    }
+}
+
+/// How a prepare or unprepare of one claim went wrong: the scenarios decide on this, never on
+/// message text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PrepareError {
+    /// The call failed as a whole (or the driver could not be reached).
+    #[error("{0}")]
+    Call(String),
+    /// The driver answered with an error for the claim.
+    #[error("claim {claim}: {error}")]
+    Refused { claim: String, error: String },
+    /// The response has no entry for the claim.
+    #[error("the response leaves out claim {0}")]
+    Missing(String),
+}
+
+impl PrepareError {
+    fn call(e: CallError) -> PrepareError {
+        PrepareError::Call(e.to_string())
+    }
+
+    fn judge<T>(claim: &Claim, outcome: Option<ClaimOutcome<T>>) -> Result<T, PrepareError> {
+        match outcome.unwrap_or(ClaimOutcome::Missing) {
+            ClaimOutcome::Done(v) => Ok(v),
+            ClaimOutcome::Refused(error) => Err(PrepareError::Refused { claim: claim.name.clone(), error }),
+            ClaimOutcome::Missing => Err(PrepareError::Missing(claim.name.clone())),
+        }
+    }
+}
+
+impl From<PrepareError> for String {
+    fn from(e: PrepareError) -> String {
+        e.to_string()
     }
 }
 
