@@ -1,12 +1,17 @@
 //! Builders for the Kubernetes objects dracheck creates. Scenarios and tests build every
 //! Node, DeviceClass, ResourceSlice, ResourceClaim and Pod here instead of copying YAML, so a
 //! change to the API shape is made in one place.
+//!
+//! The value formats every layer checks live here too, once: resource quantities (`quantity`)
+//! and the API's name formats (`names`).
 
 pub mod claim;
 mod dra;
+pub mod names;
 mod node;
 mod pod;
 pub mod published;
+pub mod quantity;
 
 pub use claim::ClaimBuilder;
 pub use dra::{DeviceBuilder, claim, claim_template, device, device_class, resource_slice};

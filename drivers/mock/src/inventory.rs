@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use dracheck_objects::{names, quantity};
 use k8s_openapi::api::resource::v1::Device;
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
@@ -148,12 +149,7 @@ validated_string!(
     /// A DNS label, as the API requires of device names.
     DeviceName,
     |s| {
-        let ok = !s.is_empty()
-            && s.len() <= 63
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !s.starts_with('-')
-            && !s.ends_with('-');
-        if ok { Ok(()) } else { Err(format!("{s:?} is not a valid device name (a DNS label: a-z, 0-9 and '-', at most 63)")) }
+        if names::is_dns_label(s) { Ok(()) } else { Err(format!("{s:?} is not a valid device name (a DNS label: a-z, 0-9 and '-', at most 63)")) }
     }
 );
 
@@ -162,15 +158,7 @@ validated_string!(
     /// prefixed by a domain (`gpu.example.com/model`).
     QualifiedName,
     |s| {
-        let (domain, id) = s.rsplit_once('/').map_or((None, s), |(d, i)| (Some(d), i));
-        let id_ok = !id.is_empty()
-            && id.len() <= 32
-            && id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        let domain_ok = domain.is_none_or(|d| {
-            !d.is_empty() && d.len() <= 63 && d.split('.').all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
-        });
-        if id_ok && domain_ok {
+        if names::is_qualified_name(s) {
             Ok(())
         } else {
             Err(format!("{s:?} is not a valid attribute or capacity name (a C identifier of at most 32 characters, optionally prefixed by a DNS domain and '/')"))
@@ -226,18 +214,9 @@ impl<'de> Deserialize<'de> for Quantity {
     }
 }
 
+/// Kubernetes' quantity grammar, as apimachinery parses it (`dracheck_objects::quantity`).
 pub(crate) fn valid_quantity(s: &str) -> bool {
-    let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let split = unsigned.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(unsigned.len());
-    let (number, suffix) = unsigned.split_at(split);
-    let number_ok = number.bytes().any(|b| b.is_ascii_digit()) && number.matches('.').count() <= 1;
-    let suffix_ok = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E"]
-        .contains(&suffix)
-        || suffix.strip_prefix(['e', 'E']).is_some_and(|exp| {
-            let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
-            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-        });
-    number_ok && suffix_ok
+    quantity::Quantity::parse(s).is_ok()
 }
 
 impl DeviceSpec {

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use dracheck_objects::published;
+use dracheck_objects::quantity::Quantity;
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 
 use crate::DRIVER;
@@ -89,29 +90,10 @@ pub fn memory(d: &Device) -> Option<u64> {
     quantity_bytes(&c.value.0)
 }
 
-/// A Kubernetes quantity as an integer: plain, binary (`Ki`…`Ei`) or decimal (`k`…`E`) suffixes.
+/// A Kubernetes quantity as a whole, non-negative number (bytes): `40Gi`, `42949672960`,
+/// `1.5Gi`; `None` for junk, fractions, negatives and values beyond u64.
 pub fn quantity_bytes(q: &str) -> Option<u64> {
-    let q = q.trim();
-    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let mult: u64 = match suffix {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "Pi" => 1 << 50,
-        "Ei" => 1 << 60,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "P" => 1_000_000_000_000_000,
-        "E" => 1_000_000_000_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(mult)
+    Quantity::parse(q.trim()).ok()?.to_i128().and_then(|v| u64::try_from(v).ok())
 }
 
 /// Versions are published semver-normalised (`12.4` → `12.4.0`): compare on that form.

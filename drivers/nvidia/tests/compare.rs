@@ -60,7 +60,10 @@ fn wrong_memory_wrong_uuid_and_mig_mode_are_caught() {
 fn quantities_and_smi_lines() {
     assert_eq!(quantity_bytes("40Gi"), Some(42949672960));
     assert_eq!(quantity_bytes("42949672960"), Some(42949672960));
-    assert_eq!(quantity_bytes("1.5Gi"), None);
+    assert_eq!(quantity_bytes("1.5Gi"), Some(1610612736), "a whole number of bytes, written with a fraction");
+    assert_eq!(quantity_bytes("1.5"), None);
+    assert_eq!(quantity_bytes("-1Gi"), None);
+    assert_eq!(quantity_bytes("40GB"), None);
     let out = "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaa)\n  MIG 1g.5gb     Device  0: (UUID: MIG-bbb)\nGPU 1: NVIDIA A100 (UUID: GPU-ccc)\n";
     assert_eq!(smi::uuids(out), ["GPU-aaa", "MIG-bbb", "GPU-ccc"]);
     assert!(smi::sees_exactly("GPU 0: X (UUID: GPU-aaa)\n", &["GPU-aaa".into()]).is_ok());

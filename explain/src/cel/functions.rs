@@ -13,7 +13,7 @@ use cel::objects::Opaque;
 use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{Context, DeclarationError, Env, ExecutionError, ResolveResult, Value};
 
-use super::{Quantity, Semver, type_name};
+use super::{CelQuantity, Quantity, Semver, type_name};
 
 /// What must be declared on the environment: macros, and overloads of names that the
 /// strings extension already declares.
@@ -87,7 +87,7 @@ fn err(function: &str, message: impl ToString) -> ExecutionError {
 
 fn quantity_of(v: &Value) -> Option<&Quantity> {
     match v {
-        Value::Opaque(o) => (**o).downcast_ref::<Quantity>(),
+        Value::Opaque(o) => (**o).downcast_ref::<CelQuantity>().map(|q| &q.0),
         _ => None,
     }
 }
@@ -101,6 +101,10 @@ fn semver_of(v: &Value) -> Option<&Semver> {
 
 fn opaque<T: Opaque>(v: T) -> Value {
     Value::Opaque(Arc::new(v))
+}
+
+fn opaque_quantity(q: Quantity) -> Value {
+    opaque(CelQuantity(q))
 }
 
 /// Both sides as one comparable kind, or the error upstream gives for mixed types.
@@ -171,7 +175,7 @@ fn extreme(function: &'static str, this: &Value, want: Ordering) -> ResolveResul
 pub fn register(ctx: &mut Context<'_, '_>) {
     let added = [
         ctx.add_function("quantity", |s: Arc<String>| -> ResolveResult {
-            Quantity::parse(&s).map(opaque).map_err(|e| err("quantity", e))
+            Quantity::parse(&s).map(opaque_quantity).map_err(|e| err("quantity", e))
         }),
         ctx.add_function("isQuantity", |s: Arc<String>| Quantity::parse(&s).is_ok()),
         ctx.add_function("semver", |args: Arguments| -> ResolveResult {
@@ -222,11 +226,11 @@ pub fn register(ctx: &mut Context<'_, '_>) {
         }),
         ctx.add_function("add", |This(this): This<Value>, other: Value| -> ResolveResult {
             let a = quantity_arg("add", &this)?;
-            a.add(&quantity_arg("add", &other)?).map(opaque).map_err(|e| err("add", e))
+            a.add(&quantity_arg("add", &other)?).map(opaque_quantity).map_err(|e| err("add", e))
         }),
         ctx.add_function("sub", |This(this): This<Value>, other: Value| -> ResolveResult {
             let a = quantity_arg("sub", &this)?;
-            a.sub(&quantity_arg("sub", &other)?).map(opaque).map_err(|e| err("sub", e))
+            a.sub(&quantity_arg("sub", &other)?).map(opaque_quantity).map_err(|e| err("sub", e))
         }),
         ctx.add_function("isSorted", |This(this): This<Value>| -> ResolveResult {
             let items = list_items("isSorted", &this)?;
@@ -251,7 +255,7 @@ pub fn register(ctx: &mut Context<'_, '_>) {
                     }
                     (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
                     (a, b) => match (quantity_of(a), quantity_of(b)) {
-                        (Some(x), Some(y)) => opaque(x.add(y).map_err(|e| err("sum", e))?),
+                        (Some(x), Some(y)) => opaque_quantity(x.add(y).map_err(|e| err("sum", e))?),
                         _ => {
                             return Err(ExecutionError::no_such_member_overload(
                                 "sum",

@@ -3,7 +3,6 @@
 //! list library, `cel.bind`), on top of the standard library and the strings extension.
 
 mod functions;
-pub mod quantity;
 pub mod semver;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,10 +12,15 @@ use cel::objects::{Key, Map, Opaque};
 use cel::{Context, Env, Program, Value};
 use k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceCapacity};
 
-pub use quantity::Quantity;
+pub use dracheck_objects::quantity::{self, Quantity};
 pub use semver::Semver;
 
-impl Opaque for Quantity {
+/// A quantity as a CEL value (the type is the objects crate's, the trait cel's: a wrapper
+/// carries the impl).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CelQuantity(pub Quantity);
+
+impl Opaque for CelQuantity {
     fn runtime_type_name(&self) -> &str {
         "kubernetes.Quantity"
     }
@@ -158,7 +162,7 @@ fn device_value(device: &DeviceInput<'_>, domains: &[String]) -> Result<Value, S
         capacity
             .entry(domain.to_string())
             .or_default()
-            .insert(Key::String(Arc::new(id.to_string())), Value::Opaque(Arc::new(q)));
+            .insert(Key::String(Arc::new(id.to_string())), Value::Opaque(Arc::new(CelQuantity(q))));
     }
     let nested = |m: HashMap<String, HashMap<Key, Value>>| -> Value {
         let outer: HashMap<Key, Value> =

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use dracheck_objects::quantity::Quantity;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams};
@@ -272,7 +273,8 @@ async fn impossible_claim(
         ImpossibleVariant::CountAboveInventory => claim.count(most_on_one_node(ctx).await + 1),
         ImpossibleVariant::CapacityTooLarge => {
             let Some((capacity, max)) = largest_capacity(ctx).await else { return Ok(None) };
-            claim.selector(&format!("device.capacity[{driver:?}].{capacity}.compareTo(quantity(\"{}\")) >= 0", max * 2))
+            let Some(twice) = twice(&max) else { return Ok(None) };
+            claim.selector(&format!("device.capacity[{driver:?}].{capacity}.compareTo(quantity(\"{twice}\")) >= 0"))
         }
     };
     Ok(Some(claim.claim(&ctx.ns, name)))
@@ -316,12 +318,12 @@ async fn most_on_one_node(ctx: &Ctx<'_>) -> i64 {
     inventory(ctx).await.iter().map(|(_, d)| d.len() as i64).max().unwrap_or(0)
 }
 
-/// A capacity the cluster's devices have and its largest value in bytes-like units.
-async fn largest_capacity(ctx: &Ctx<'_>) -> Option<(String, u128)> {
-    let mut best: Option<(String, u128)> = None;
+/// A capacity the cluster's devices have and its largest value.
+async fn largest_capacity(ctx: &Ctx<'_>) -> Option<(String, Quantity)> {
+    let mut best: Option<(String, Quantity)> = None;
     for d in inventory(ctx).await.into_iter().flat_map(|(_, d)| d) {
         for (name, cap) in d.capacity.into_iter().flatten() {
-            let Some(v) = parse_quantity(&cap.value.0) else { continue };
+            let Ok(v) = Quantity::parse(&cap.value.0) else { continue };
             if best.as_ref().is_none_or(|(_, b)| v > *b) && !name.contains('/') {
                 best = Some((name, v));
             }
@@ -330,25 +332,9 @@ async fn largest_capacity(ctx: &Ctx<'_>) -> Option<(String, u128)> {
     best
 }
 
-/// A Kubernetes quantity as an integer (binary and decimal suffixes; fractions dropped).
-fn parse_quantity(q: &str) -> Option<u128> {
-    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let n: u128 = num.parse().ok()?;
-    let factor: u128 = match suffix {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "Pi" => 1 << 50,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        _ => return None,
-    };
-    Some(n * factor)
+/// Twice a quantity, as text a selector's `quantity()` reads.
+fn twice(q: &Quantity) -> Option<String> {
+    q.add(q).ok().map(|t| t.to_string())
 }
 
 #[cfg(test)]
@@ -388,10 +374,12 @@ mod tests {
     }
 
     #[test]
-    fn quantities() {
-        assert_eq!(super::parse_quantity("80Gi"), Some(80 << 30));
-        assert_eq!(super::parse_quantity("3"), Some(3));
-        assert_eq!(super::parse_quantity("2k"), Some(2000));
-        assert_eq!(super::parse_quantity("1.5Gi"), None);
+    fn twice_a_quantity_is_written_for_quantity() {
+        let twice = |q: &str| super::twice(&q.parse().unwrap());
+        assert_eq!(twice("80Gi").as_deref(), Some("171798691840"));
+        assert_eq!(twice("3").as_deref(), Some("6"));
+        assert_eq!(twice("2k").as_deref(), Some("4000"));
+        assert_eq!(twice("1.5Gi").as_deref(), Some("3221225472"));
+        assert_eq!(twice("100m").as_deref(), Some("200000000n"));
     }
 }
