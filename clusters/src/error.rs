@@ -3,12 +3,18 @@
 
 use std::path::PathBuf;
 
-/// Process exit code for bad input (a wrong flag, a missing file).
-pub const EXIT_BAD_INPUT: i32 = 2;
-/// Process exit code for a cluster that could not be brought up.
-pub const EXIT_CLUSTER_DOWN: i32 = 3;
-/// Process exit code for a driver whose install (a helm release) failed; it was uninstalled.
-pub const EXIT_INSTALL_FAILED: i32 = 4;
+/// What kind of failure an error is. Libraries say only this; the command line (`xtask`)
+/// chooses the exit code of each kind, so that every number is chosen in one place and the
+/// docs, scripts and tests that read them agree (ARCHITECTURE.md, "Architecture invariants").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Bad input: a wrong flag, an unknown version, a missing file, a port or state dir in use.
+    BadInput,
+    /// The cluster could not be brought up, is not running or cannot be reached.
+    ClusterDown,
+    /// The driver's install (a helm release) failed; it was uninstalled.
+    InstallFailed,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -180,9 +186,9 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
-    /// The process exit code this error maps to: 2 for bad input, 3 for a cluster that could
-    /// not be brought up, 4 for a driver install that failed.
-    pub fn exit_code(&self) -> i32 {
+    /// What kind of failure this is: bad input, a cluster that could not be brought up, or a
+    /// driver install that failed. The command line turns it into an exit code.
+    pub fn failure(&self) -> Failure {
         match self {
             ClusterError::UnknownVersion { .. }
             | ClusterError::MissingBinary { .. }
@@ -196,9 +202,9 @@ impl ClusterError {
             | ClusterError::CniSetup { .. }
             | ClusterError::ReleaseExists { .. }
             | ClusterError::TooManyNodes { .. }
-            | ClusterError::RealNodesNeeded { .. } => EXIT_BAD_INPUT,
-            ClusterError::InstallFailed(_) => EXIT_INSTALL_FAILED,
-            _ => EXIT_CLUSTER_DOWN,
+            | ClusterError::RealNodesNeeded { .. } => Failure::BadInput,
+            ClusterError::InstallFailed(_) => Failure::InstallFailed,
+            _ => Failure::ClusterDown,
         }
     }
 

@@ -306,7 +306,7 @@ mod tests {
             Err(e) => e,
             Ok(_) => panic!("the create fails"),
         };
-        assert_eq!(err.exit_code(), crate::EXIT_CLUSTER_DOWN);
+        assert_eq!(err.failure(), crate::Failure::ClusterDown);
         let msg = err.to_string();
         assert!(msg.contains("image not present") && msg.contains("kindest/node:v1.37.2"), "{msg}");
         let calls = std::fs::read_to_string(&log).unwrap();

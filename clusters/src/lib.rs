@@ -12,5 +12,5 @@ pub mod reach;
 pub mod testing;
 pub mod tools;
 
-pub use error::{ClusterError, EXIT_BAD_INPUT, EXIT_CLUSTER_DOWN, EXIT_INSTALL_FAILED};
+pub use error::{ClusterError, Failure};
 pub use local::{LocalCluster, LocalClusterOptions};

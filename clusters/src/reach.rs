@@ -48,11 +48,12 @@ pub enum ReachError {
 }
 
 impl ReachError {
-    /// Bad input (2) for a kubeconfig that cannot name a cluster; 3 where the client fails.
-    pub fn exit_code(&self) -> i32 {
+    /// Bad input for a kubeconfig that cannot name a cluster; a cluster that is down where the
+    /// client fails. The command line turns it into an exit code.
+    pub fn failure(&self) -> crate::Failure {
         match self {
-            ReachError::Client { .. } => crate::EXIT_CLUSTER_DOWN,
-            _ => crate::EXIT_BAD_INPUT,
+            ReachError::Client { .. } => crate::Failure::ClusterDown,
+            _ => crate::Failure::BadInput,
         }
     }
 }
@@ -211,7 +212,7 @@ mod tests {
         let (ca, _) = ca();
         std::fs::write(&path, serde_json::to_string(&kubeconfig("https://127.0.0.1:1", &ca.pem())).unwrap()).unwrap();
         let e = client(&path, Some("prod"), None).await.err().expect("an unknown context is refused");
-        assert_eq!(e.exit_code(), crate::EXIT_BAD_INPUT);
+        assert_eq!(e.failure(), crate::Failure::BadInput);
         assert!(e.to_string().contains("its contexts: ctx"), "{e}");
         let garbage = dir.path().join("garbage");
         std::fs::write(&garbage, serde_json::to_string(&kubeconfig("https://127.0.0.1:1", "junk")).unwrap()).unwrap();

@@ -84,7 +84,7 @@ mod tests {
         let err = rt
             .block_on(locate("helm", "--helm", Some(Path::new("/nonexistent/helm")), &recipe, &Progress::quiet()))
             .unwrap_err();
-        assert_eq!(err.exit_code(), crate::EXIT_BAD_INPUT);
+        assert_eq!(err.failure(), crate::Failure::BadInput);
         let msg = err.to_string();
         assert!(msg.contains("--helm /nonexistent/helm") && msg.contains("PATH"), "{msg}");
     }

@@ -69,7 +69,7 @@ async fn a_release_is_removed_after_use_and_when_a_panic_unwinds() {
     // A second install of the same release is refused, and leaves the first one alone.
     let again = helm::install(&helm, spec(tmp.path(), "probe-used"), target.clone(), &Progress::quiet()).await;
     let err = again.err().expect("a release of that name is there");
-    assert_eq!(err.exit_code(), dracheck_clusters::EXIT_BAD_INPUT, "{err}");
+    assert_eq!(err.failure(), dracheck_clusters::Failure::BadInput, "{err}");
     assert!(err.to_string().contains("already holds a helm release probe"), "{err}");
     assert_eq!(left_over(&client, "probe-used").await.len(), 2, "the first release is untouched");
     let said = installed.remove().await.expect("removal works");

@@ -81,7 +81,7 @@ async fn a_taken_apiserver_port_is_refused_before_anything_starts() {
     };
     let err = LocalCluster::start(opts).await.err().expect("the clash is refused");
     assert!(matches!(err, ClusterError::PortInUse { port: p, .. } if p == port), "{err}");
-    assert_eq!(err.exit_code(), 2);
+    assert_eq!(err.failure(), dracheck_clusters::Failure::BadInput);
     assert!(!state_dir.exists(), "no half-made state dir is left");
 }
 
@@ -123,7 +123,7 @@ async fn a_dying_etcd_is_reported_with_its_log_and_nothing_is_left_running() {
     assert!(matches!(&err, ClusterError::ComponentDied { component, .. } if component == "etcd"), "{msg}");
     assert!(msg.contains("member data is corrupt"), "the log tail is quoted: {msg}");
     assert!(msg.contains("exit status: 7"), "{msg}");
-    assert_eq!(err.exit_code(), 3);
+    assert_eq!(err.failure(), dracheck_clusters::Failure::ClusterDown);
     assert!(!state_dir.exists(), "the state dir is removed");
     // The log the message names outlives the state dir: kept in `$TMPDIR/dracheck-failed-*`.
     let ClusterError::ComponentDied { log, .. } = &err else { unreachable!() };

@@ -701,7 +701,7 @@ async fn a_dying_containerd_is_named_with_its_log_and_nothing_is_left() {
     assert_eq!(log, &cluster.state_dir().join("nodes/node-1/containerd.log"), "{err}");
     assert!(tail.contains("containerd.sock"), "the log tail says what containerd failed on: {tail}");
     assert!(err.to_string().contains(tail.as_str()), "the message quotes the tail: {err}");
-    assert_eq!(err.exit_code(), 3, "a cluster that could not be brought up");
+    assert_eq!(err.failure(), dracheck_clusters::Failure::ClusterDown, "a cluster that could not be brought up");
     eprintln!("add_nodes failed after {took:?}: {err}");
     let failed = HostSnapshot::take();
     let v = failed.view(&scope);
@@ -741,7 +741,7 @@ async fn a_dying_kubelet_is_named_with_its_log_and_nothing_is_left() {
     assert_eq!(log, &cluster.state_dir().join("nodes/node-1/kubelet.log"), "{err}");
     assert!(tail.contains("cpu_manager_state"), "the log tail says what the kubelet failed on: {tail}");
     assert!(err.to_string().contains(tail.as_str()), "the message quotes the tail: {err}");
-    assert_eq!(err.exit_code(), 3, "a cluster that could not be brought up");
+    assert_eq!(err.failure(), dracheck_clusters::Failure::ClusterDown, "a cluster that could not be brought up");
     eprintln!("{err}");
     let failed = HostSnapshot::take();
     let v = failed.view(&scope);

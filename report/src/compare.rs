@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dracheck_suites::engine::runner::glob;
-use dracheck_suites::result::{AllocatedDevice, GuaranteeResult, RunResult, Verdict};
+use dracheck_results::filter::glob;
+use dracheck_results::{AllocatedDevice, GuaranteeResult, RunResult, Verdict};
 
 use crate::view;
 

@@ -1,7 +1,7 @@
 //! A static HTML page of one run: one file, no scripts, no network, no external assets, so it
 //! opens from a CI artifact or a mail attachment as it is. Evidence folds with `<details>`.
 
-use dracheck_suites::result::{RunResult, Verdict};
+use dracheck_results::{RunResult, Verdict};
 
 use crate::view::{self, Counts};
 

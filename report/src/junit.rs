@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dracheck_suites::result::{RunResult, Verdict};
+use dracheck_results::{RunResult, Verdict};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::view;
@@ -42,7 +42,7 @@ pub fn render(r: &RunResult) -> String {
     report.to_string().expect("a JUnit report of plain strings serializes")
 }
 
-fn evidence_summary(g: &dracheck_suites::result::GuaranteeResult) -> String {
+fn evidence_summary(g: &dracheck_results::GuaranteeResult) -> String {
     let mut out = String::new();
     for e in &g.evidence {
         out.push_str(&format!("== {} ==\n{}\n", e.title, e.body.trim_end()));

@@ -12,7 +12,7 @@ pub mod view;
 
 use std::path::{Path, PathBuf};
 
-use dracheck_suites::result::RunResult;
+use dracheck_results::RunResult;
 
 /// The formats a single run renders to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dracheck_suites::result::{RunResult, SCHEMA_VERSION};
+use dracheck_results::{RunResult, SCHEMA_VERSION};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {

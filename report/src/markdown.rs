@@ -1,7 +1,7 @@
 //! A Markdown summary for pull-request comments: the headline, the counts, one table per
 //! section, and the evidence of failures folded under `<details>`.
 
-use dracheck_suites::result::{RunResult, Verdict};
+use dracheck_results::{RunResult, Verdict};
 
 use crate::view::{self, Counts};
 

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use dracheck_suites::result::{RunResult, Verdict};
+use dracheck_results::{RunResult, Verdict};
 
 use crate::html::{badge, esc, page};
 use crate::markdown::cell as md_cell;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use dracheck_suites::result::RunResult;
+use dracheck_results::RunResult;
 
 pub const REDACTED: &str = "<redacted>";
 

@@ -1,7 +1,7 @@
 //! What every format shows of a result, computed once: its sections (the driver contract, then
 //! one per profile), verdict counts, headline and durations.
 
-use dracheck_suites::result::{GuaranteeResult, RunResult, Verdict};
+use dracheck_results::{GuaranteeResult, RunResult, Verdict};
 
 pub struct Section<'a> {
     /// `driver` or the profile's name: the JUnit suite, the heading, the matrix row prefix.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use dracheck_report::compare::{self, Options};
 use dracheck_report::{load, matrix};
-use dracheck_suites::result::{RunResult, Verdict};
+use dracheck_results::{RunResult, Verdict};
 
 fn fixture() -> RunResult {
     load::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mock-run.json")).unwrap()

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use dracheck_suites::result::{RunResult, Verdict};
+use dracheck_results::{RunResult, Verdict};
 
 const RECORD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../reports/record");
 const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../reports/README.md");

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use dracheck_report::redact::Redactor;
 use dracheck_report::{Format, load, render};
-use dracheck_suites::result::{Evidence, RunResult, Verdict};
+use dracheck_results::{Evidence, RunResult, Verdict};
 use quick_junit::Report;
 
 fn fixture() -> RunResult {

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use dracheck_clusters::local::{Lifetime, Progress};
-use dracheck_clusters::{ClusterError, LocalCluster, LocalClusterOptions, reach};
+use dracheck_clusters::{ClusterError, Failure, LocalCluster, LocalClusterOptions, reach};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
 
@@ -61,13 +61,14 @@ impl LocalRun {
 /// Why a run gave no verdict: the cluster or the driver could not be brought up.
 #[derive(Debug)]
 pub struct NotUp {
-    pub exit_code: i32,
+    /// What kind of failure it is; the command line chooses its exit code.
+    pub failure: Failure,
     pub message: String,
 }
 
 impl From<ClusterError> for NotUp {
     fn from(e: ClusterError) -> NotUp {
-        NotUp { exit_code: e.exit_code(), message: e.to_string() }
+        NotUp { failure: e.failure(), message: e.to_string() }
     }
 }
 
@@ -196,7 +197,7 @@ fn driver_facts(adapter: &Adapter) -> DriverFacts {
 }
 
 fn unreachable(what: String) -> NotUp {
-    NotUp { exit_code: dracheck_clusters::EXIT_CLUSTER_DOWN, message: what }
+    NotUp { failure: Failure::ClusterDown, message: what }
 }
 
 /// Runs the plan against an existing cluster. Scenarios that restart kubelets or remove
@@ -208,7 +209,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
     let fix = "check --kubeconfig and --context, and that the cluster is up";
     let reach::Reached { client, server } =
         reach::client(&cfg.kubeconfig, cfg.context.as_deref(), None).await.map_err(|e| NotUp {
-            exit_code: e.exit_code(),
+            failure: e.failure(),
             message: match e {
                 reach::ReachError::Client { .. } => format!("{e}; {fix}"),
                 _ => e.to_string(),
@@ -300,7 +301,7 @@ const SLICE_WAIT: Duration = Duration::from_secs(60);
 /// ready once every node's slices are published.
 async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) -> Result<LocalCluster, NotUp> {
     let spec = adapter.spec.as_ref().ok_or_else(|| NotUp {
-        exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+        failure: Failure::BadInput,
         message: format!(
             "the driver {} runs only installed in a real cluster (its kubelet plugin needs the node's devices), not on \
              the local cluster's emulated nodes; install it there (--install helm, or a pre-installed driver) and run \
@@ -339,7 +340,7 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
         });
         if let Some((node, status, tail)) = exited {
             return Err(NotUp {
-                exit_code: dracheck_clusters::EXIT_CLUSTER_DOWN,
+                failure: Failure::ClusterDown,
                 message: format!(
                     "the driver {} on {node} exited ({status}) before it published its ResourceSlices: check that \
                      {} is a kubelet plugin and that its command line (--driver-arg) is right; its log:\n{tail}",
@@ -357,7 +358,7 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
         if let Some((node, names)) = misnamed {
             let tail = cluster.drivers().iter().find(|d| d.node == node).map(|d| d.log_tail(15)).unwrap_or_default();
             return Err(NotUp {
-                exit_code: dracheck_clusters::EXIT_BAD_INPUT,
+                failure: Failure::BadInput,
                 message: format!(
                     "the driver registered with the kubelet of {node} as {names:?}, not as {}: pass the name it \
                      registers under (--driver-name), or fix its name flag in --driver-arg; its log:\n{tail}",
@@ -377,7 +378,7 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
                 })
                 .collect();
             return Err(NotUp {
-                exit_code: dracheck_clusters::EXIT_CLUSTER_DOWN,
+                failure: Failure::ClusterDown,
                 message: no_slices::message(&spec.name, &spec.program, SLICE_WAIT, &silent),
             });
         }

@@ -64,7 +64,7 @@ async fn cluster_up(runs: usize) -> u8 {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("dracheck: {e}");
-                return e.exit_code() as u8;
+                return exit::of(e.failure());
             }
         };
         let per: Vec<(String, f64)> =
@@ -115,7 +115,7 @@ async fn conformance(runs: usize, node_kind: &str) -> u8 {
             Ok(f) => f.result,
             Err(e) => {
                 eprintln!("dracheck: {}", e.message);
-                return e.exit_code as u8;
+                return exit::of(e.failure);
             }
         };
         let name = kind.name();

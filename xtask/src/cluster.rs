@@ -145,7 +145,7 @@ fn kind_config(args: KindConfigArgs) -> Result<u8, ClusterError> {
 
 fn report(e: ClusterError) -> u8 {
     eprintln!("dracheck: {e}");
-    e.exit_code() as u8
+    exit::of(e.failure())
 }
 
 /// The binaries the tests and the cluster will use, built if needed; `Err` is an exit code.

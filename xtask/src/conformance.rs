@@ -206,7 +206,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     // On Ctrl-C the run's future is dropped: the cluster handle inside stops every process
     // it started and removes its state dir.
     let finished = tokio::select! {
-        f = local_run::run(cfg, &run_id, &progress) => f.map_err(|e| (e.exit_code as u8, e.message))?,
+        f = local_run::run(cfg, &run_id, &progress) => f.map_err(|e| (exit::of(e.failure), e.message))?,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("dracheck: interrupted; stopped the cluster and everything the run had started");
             return Ok(exit::INTERRUPTED);
@@ -411,7 +411,7 @@ async fn existing(
         eprintln!("dracheck: interrupted; objects of this run carry the label dracheck.io/run={run_id}");
         return Ok(exit::INTERRUPTED);
     };
-    let mut result = result.map_err(|e| (e.exit_code as u8, e.message))?;
+    let mut result = result.map_err(|e| (exit::of(e.failure), e.message))?;
     result.cluster.provider = provider.to_string();
     write_and_report(&args, short, &run_id, result)
 }

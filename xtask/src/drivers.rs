@@ -140,7 +140,7 @@ impl DriverArgs {
             Some("example") => {
                 let bin = dracheck_example_driver::binary(progress)
                     .await
-                    .map_err(|e| (e.exit_code().clamp(1, 255) as u8, e.to_string()))?;
+                    .map_err(|e| (exit::of(e.failure()), e.to_string()))?;
                 Ok(Some(adapters::example_adapter(&bin, dracheck_example_driver::DEVICES_PER_NODE)))
             }
             Some("nvidia") => {

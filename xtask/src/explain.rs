@@ -79,5 +79,5 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
     dracheck_clusters::reach::client(&path, context, Some(Duration::from_secs(5)))
         .await
         .map(|r| r.client)
-        .map_err(|e| (e.exit_code() as u8, e.to_string()))
+        .map_err(|e| (exit::of(e.failure()), e.to_string()))
 }

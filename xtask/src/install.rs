@@ -283,7 +283,7 @@ pub async fn remove(installed: Option<Installed>, progress: &Progress) {
 }
 
 pub fn cluster(e: ClusterError) -> Early {
-    (e.exit_code().clamp(1, 255) as u8, e.to_string())
+    (exit::of(e.failure()), e.to_string())
 }
 
 /// A `--chart` that names a file or directory must exist; references are helm's to resolve.
@@ -430,5 +430,9 @@ mod tests {
         );
         assert_eq!(release_name("/charts/acme_gpu-1.2.3.tgz"), "acme-gpu");
         assert_eq!(release_name("oci://r/charts/gpu:0.4.0"), "gpu");
+        for chart in ["/charts/acme_gpu-1.2.3.tgz", "--Weird__Chart--", &"x".repeat(80), "/charts/-/", "_"] {
+            let name = release_name(chart);
+            assert!(dracheck_objects::names::is_dns_label(&name) && name.len() <= 53, "{chart}: {name}");
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! The architecture invariants of ARCHITECTURE.md ("Architecture invariants"), read from the
 //! workspace's own dependency graph (`cargo metadata`), so that a dependency that breaks one
-//! fails here and not in a later review.
+//! fails here and not in a later review; and one read from the source text: only `xtask`
+//! chooses exit codes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 /// A crate, the workspace crates it must not depend on (normal or build dependencies), and why.
 struct Invariant {
@@ -86,11 +88,31 @@ const INVARIANTS: &[Invariant] = &[
         why: "a driver is what the suite checks; it cannot know the checker",
     },
     Invariant {
+        krate: "dracheck-results",
+        forbidden: &[
+            "dracheck-objects",
+            "dracheck-clusters",
+            "dracheck-suites",
+            "dracheck-report",
+            "dracheck-explain",
+            "dracheck-kubelet-api",
+            "dracheck-mock-driver",
+            "dracheck-example-driver",
+            "dracheck-nvidia",
+            "xtask",
+        ],
+        why: "the result schema is read by reports and other tools without the suite: serde only",
+    },
+    Invariant {
         krate: "dracheck-suites",
         forbidden: &["dracheck-report", "xtask"],
         why: "reports render results; the suite that makes them does not render",
     },
-    Invariant { krate: "dracheck-report", forbidden: &["xtask"], why: "only the command line sits on top" },
+    Invariant {
+        krate: "dracheck-report",
+        forbidden: &["dracheck-suites", "dracheck-clusters", "xtask"],
+        why: "reports render a result file alone: they read it through dracheck-results, not the suite",
+    },
 ];
 
 /// Workspace crate → the workspace crates it depends on (normal and build dependencies:
@@ -98,14 +120,17 @@ const INVARIANTS: &[Invariant] = &[
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
 fn workspace_graph() -> Graph {
+    graph_of(&metadata())
+}
+
+fn metadata() -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .output()
         .expect("cargo metadata runs");
     assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    graph_of(&meta)
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn graph_of(meta: &serde_json::Value) -> Graph {
@@ -172,6 +197,91 @@ fn a_forbidden_dependency_is_named_with_the_invariant_it_breaks() {
             "dracheck-clusters depends on dracheck-suites: clusters knows nothing of suites or of any driver: it runs \
              whatever driver program it is given",
             "dracheck-report depends on dracheck-mock-driver: only suites and xtask know specific drivers",
+        ]
+    );
+}
+
+/// The `src/**/*.rs` files of every workspace member but `xtask`.
+fn library_sources() -> Vec<PathBuf> {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    let meta = metadata();
+    let mut found = Vec::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        if p["name"].as_str() == Some("xtask") {
+            continue;
+        }
+        let manifest = Path::new(p["manifest_path"].as_str().expect("a manifest path"));
+        let src = manifest.parent().unwrap().join("src");
+        if src.is_dir() {
+            walk(&src, &mut found);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Every line of `text` (the file `path`) that chooses an exit code, as "path:line: text": an
+/// `EXIT_` constant, or a function named `exit_code`. Outside `xtask` an error says what kind
+/// of failure it is (a `Failure`), and the command line chooses the number.
+fn exit_code_choices(path: &str, text: &str) -> Vec<String> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let starts_word = |line: &str, at: usize| !line[..at].ends_with(ident);
+    let ends_word = |line: &str, end: usize| !line[end..].starts_with(ident);
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            line.match_indices("EXIT_").any(|(at, _)| starts_word(line, at))
+                || line.match_indices("fn exit_code").any(|(at, m)| ends_word(line, at + m.len()))
+        })
+        .map(|(i, line)| format!("{path}:{}: {}", i + 1, line.trim()))
+        .collect()
+}
+
+#[test]
+fn only_xtask_chooses_exit_codes() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let root = root.canonicalize().unwrap();
+    let sources = library_sources();
+    assert!(sources.len() >= 50, "the members' sources are all read: {}", sources.len());
+    let found: Vec<String> = sources
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let shown = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+            exit_code_choices(&shown, &text)
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "only xtask chooses exit codes (xtask/src/exit.rs); a library returns a `Failure` kind instead:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The check can fail: an exit-code constant or an `exit_code` method is named with its line;
+/// a name that only starts the same way is not.
+#[test]
+fn an_exit_code_outside_xtask_is_named_with_its_file_and_line() {
+    let text = "pub const EXIT_BAD_INPUT: i32 = 2;\n\
+                impl E {\n    \
+                    pub fn exit_code(&self) -> i32 {\n\
+                fn exit_code_of(status: ExitStatus) -> i32 {\n\
+                const NO_EXIT_HERE: u8 = 0;\n\
+                Err(e) => e.exit_code(),\n";
+    assert_eq!(
+        exit_code_choices("clusters/src/error.rs", text),
+        [
+            "clusters/src/error.rs:1: pub const EXIT_BAD_INPUT: i32 = 2;",
+            "clusters/src/error.rs:3: pub fn exit_code(&self) -> i32 {"
         ]
     );
 }

@@ -121,7 +121,7 @@ mod tests {
         }
         let err = BinDir::existing(dir.path()).unwrap_err();
         assert!(matches!(&err, ClusterError::MissingBinary { binary, .. } if binary == "etcd"), "{err}");
-        assert_eq!(err.exit_code(), crate::error::EXIT_BAD_INPUT);
+        assert_eq!(err.failure(), crate::error::Failure::BadInput);
     }
 
     #[test]

@@ -78,7 +78,7 @@ mod tests {
         assert_eq!(limit.limit, 10);
         assert!(limit.check(10).is_ok());
         let err = limit.check(10_000).unwrap_err();
-        assert_eq!(err.exit_code(), crate::EXIT_BAD_INPUT);
+        assert_eq!(err.failure(), crate::Failure::BadInput);
         let text = err.to_string();
         assert!(text.contains("at most 10 emulated nodes") && text.contains("smaller --nodes"), "{text}");
     }

@@ -696,7 +696,7 @@ mod tests {
         assert_eq!(validate_feature_gates("").unwrap(), "");
         for bad in ["A", "A=yes", "=true", "A B=true"] {
             let err = validate_feature_gates(bad).unwrap_err();
-            assert_eq!(err.exit_code(), crate::error::EXIT_BAD_INPUT, "{bad}");
+            assert_eq!(err.failure(), crate::error::Failure::BadInput, "{bad}");
         }
     }
 }

@@ -104,7 +104,7 @@ mod tests {
         assert!(find_release("1.3").is_err(), "a prefix of a minor must not match");
         let err = find_release("1.99.0").unwrap_err();
         assert!(err.to_string().contains("Known versions: v1.37.2"), "{err}");
-        assert_eq!(err.exit_code(), crate::error::EXIT_BAD_INPUT);
+        assert_eq!(err.failure(), crate::error::Failure::BadInput);
     }
 
     #[test]

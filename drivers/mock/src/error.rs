@@ -1,5 +1,5 @@
-//! Start-up errors. Each is one paragraph for the person at the terminal, and maps to the
-//! suite's exit codes: 2 for bad input, 3 for a cluster that cannot be reached.
+//! Start-up errors. Each is one paragraph for the person at the terminal, and says what kind of
+//! failure it is; the program's `main` gives each kind its exit code (README.md lists them).
 
 use std::path::PathBuf;
 
@@ -7,8 +7,17 @@ use dracheck_kubelet_api::SocketError;
 
 use crate::inventory::InventoryError;
 
-pub const EXIT_BAD_INPUT: i32 = 2;
-pub const EXIT_CLUSTER_UNREACHABLE: i32 = 3;
+/// What kind of failure a [`DriverError`] is. The library says only this; the exit code of
+/// each kind is chosen by the program's `main`, as dracheck's are by its command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Bad input: flags, inventory, checkpoint, directories, socket paths.
+    BadInput,
+    /// The apiserver cannot be reached or does not serve `resource.k8s.io/v1`.
+    ClusterUnreachable,
+    /// Serving failed after a good start.
+    ServeFailed,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
@@ -61,11 +70,12 @@ pub enum DriverError {
 }
 
 impl DriverError {
-    pub fn exit_code(&self) -> i32 {
+    /// What kind of failure this is; `main` turns it into the exit code.
+    pub fn failure(&self) -> Failure {
         match self {
-            DriverError::Unreachable { .. } | DriverError::NoDraApi { .. } => EXIT_CLUSTER_UNREACHABLE,
-            DriverError::Serve(_) => 1,
-            _ => EXIT_BAD_INPUT,
+            DriverError::Unreachable { .. } | DriverError::NoDraApi { .. } => Failure::ClusterUnreachable,
+            DriverError::Serve(_) => Failure::ServeFailed,
+            _ => Failure::BadInput,
         }
     }
 }

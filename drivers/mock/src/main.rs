@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use dracheck_mock_driver::cli::Args;
+use dracheck_mock_driver::error::Failure;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -14,7 +15,18 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("dracheck-mock-driver: {e}");
-            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+            status(e.failure())
         }
     }
+}
+
+/// The exit status of a failed start or run (README.md lists them): the suite's numbers for
+/// bad input (2) and an unreachable cluster (3), 1 when serving fails later on. A program of
+/// its own, the mock chooses its process's codes here, not in its library.
+fn status(f: Failure) -> ExitCode {
+    ExitCode::from(match f {
+        Failure::BadInput => 2,
+        Failure::ClusterUnreachable => 3,
+        Failure::ServeFailed => 1,
+    })
 }

@@ -26,29 +26,7 @@ pub(crate) fn mark(meta: &mut kube::api::ObjectMeta, run_id: &str) {
     meta.annotations.get_or_insert_default().extend(dracheck_clusters::local::owner::RunOwner::current().annotations());
 }
 
-/// `--only` / `--skip` globs over guarantee IDs (`*` matches any run of characters).
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    pub only: Vec<String>,
-    pub skip: Vec<String>,
-}
-
-impl Filter {
-    pub fn selects(&self, id: &str) -> bool {
-        (self.only.is_empty() || self.only.iter().any(|g| glob(g, id))) && !self.skip.iter().any(|g| glob(g, id))
-    }
-}
-
-/// `*` matches any run of characters; everything else matches itself.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, tail)) => {
-            let Some(rest) = text.strip_prefix(head) else { return false };
-            (0..=rest.len()).any(|i| rest.is_char_boundary(i) && glob(tail, &rest[i..]))
-        }
-    }
-}
+pub use dracheck_results::filter::{Filter, glob};
 
 pub struct Plan {
     pub driver_scenarios: Vec<&'static Scenario>,

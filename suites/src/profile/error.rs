@@ -1,5 +1,6 @@
 //! What can be wrong with a `--profile`: every one is bad input, named with the file, the line
-//! and the field where there is one.
+//! and the field where there is one. Being bad input is the type's, not each error's, so it has
+//! no `failure()`: the command line gives every `ProfileError` its bad-input exit code.
 
 use std::path::PathBuf;
 
@@ -71,12 +72,5 @@ fn other_drivers_text(elsewhere: &[String]) -> String {
         String::new()
     } else {
         format!(" A profile of that name ships for --driver {}.", elsewhere.join(", --driver "))
-    }
-}
-
-impl ProfileError {
-    /// Every profile error is bad input.
-    pub fn exit_code(&self) -> i32 {
-        2
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use dracheck_objects::names;
 use k8s_openapi::api::resource::v1::{
     CELDeviceSelector, CapacityRequirements, DeviceClaim, DeviceClaimConfiguration, DeviceClassSpec, DeviceConstraint,
     DeviceRequest, DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaimSpec,
@@ -237,25 +238,9 @@ impl<'de> Deserialize<'de> for QuantityText {
     }
 }
 
-/// Kubernetes' quantity grammar: sign? digits (. digits)? (binary SI | decimal SI | exponent)?
+/// Kubernetes' quantity grammar, as apimachinery parses it.
 fn is_quantity(s: &str) -> bool {
-    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let end = body.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(body.len());
-    let (number, suffix) = body.split_at(end);
-    let mut halves = number.splitn(2, '.');
-    let whole = halves.next().unwrap_or("");
-    let fraction = halves.next();
-    let number_ok =
-        !fraction.is_some_and(|f| f.contains('.')) && (!whole.is_empty() || fraction.is_some_and(|f| !f.is_empty()));
-    let exponent_ok = |e: &str| {
-        let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
-        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-    };
-    let suffix_ok = matches!(
-        suffix,
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
-    ) || suffix.strip_prefix(['e', 'E']).is_some_and(exponent_ok);
-    number_ok && suffix_ok
+    dracheck_objects::quantity::Quantity::parse(s).is_ok()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -407,15 +392,8 @@ impl Validator<'_> {
     /// Lowercase DNS subdomain, as Kubernetes requires of object and driver names.
     fn dns_name(&self, name: &Spanned<String>, field: &str, what: &str) -> Result<(), ProfileError> {
         let s = &name.value;
-        let ok = !s.is_empty()
-            && s.len() <= 253
-            && s.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-            });
+        // Kubernetes' subdomain rule, and labels of at most 63 as DNS itself has them.
+        let ok = names::is_dns_subdomain(s) && s.split('.').all(|l| l.len() <= 63);
         if ok {
             Ok(())
         } else {
@@ -658,11 +636,7 @@ impl Validator<'_> {
 
     /// A DNS label, as request names are.
     fn label(&self, raw: &Spanned<Node>, path: &str, name: &str, what: &str) -> Result<(), ProfileError> {
-        let ok = !name.is_empty()
-            && name.len() <= 63
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !name.starts_with('-')
-            && !name.ends_with('-');
+        let ok = names::is_dns_label(name);
         if ok {
             return Ok(());
         }
@@ -766,11 +740,7 @@ impl Validator<'_> {
         for (i, r) in requests_file.value.into_iter().enumerate() {
             let field = |f: &str| format!("claim.requests[{i}].{f}");
             let name = &r.name;
-            let label_ok = !name.value.is_empty()
-                && name.value.len() <= 63
-                && name.value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !name.value.starts_with('-')
-                && !name.value.ends_with('-');
+            let label_ok = names::is_dns_label(&name.value);
             if !label_ok {
                 return Err(self.err(
                     name.referenced,

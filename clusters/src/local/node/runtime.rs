@@ -106,7 +106,7 @@ impl Runtime {
         let mut out = Vec::new();
         for c in containers.iter_mut() {
             if let Some(status) = c.process.exited() {
-                let code = exit_code(status);
+                let code = exit_code_of(status);
                 let finished_at = *c.finished_at.get_or_insert_with(dracheck_objects::now);
                 let restart = match restart_policy {
                     "Always" => true,
@@ -164,7 +164,7 @@ impl Runtime {
 }
 
 /// The exit code a container runtime reports: the process's, or 128 + signal.
-fn exit_code(status: std::process::ExitStatus) -> i32 {
+fn exit_code_of(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt as _;
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }

@@ -215,7 +215,7 @@ mod tests {
     fn a_node_root_the_plugin_could_not_parse_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let err = install(&dir.path().join("a\"b"), "127.100.3.0/24").unwrap_err();
-        assert_eq!(err.exit_code(), crate::EXIT_BAD_INPUT);
+        assert_eq!(err.failure(), crate::Failure::BadInput);
         assert!(err.to_string().contains("--state-dir"), "{err}");
     }
 

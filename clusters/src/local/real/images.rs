@@ -536,7 +536,7 @@ mod tests {
     fn a_missing_or_dynamic_busybox_is_named_with_its_package() {
         let dir = tempfile::tempdir().unwrap();
         let err = ensure_in(dir.path(), &dir.path().join("no-busybox"), &Progress::quiet()).unwrap_err();
-        assert_eq!(err.exit_code(), crate::EXIT_BAD_INPUT);
+        assert_eq!(err.failure(), crate::Failure::BadInput);
         let msg = err.to_string();
         assert!(msg.contains("no-busybox") && msg.contains("apt-get install busybox-static"), "{msg}");
 
