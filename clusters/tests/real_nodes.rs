@@ -671,8 +671,20 @@ async fn a_sigkilled_run_leaves_nothing_after_the_next_reap() {
     eprintln!("took {:?}", started.elapsed());
 }
 
+/// A node component that exits at start-up is named by its exit, at once (not by a readiness
+/// wait that runs out), with its log and the log's tail, and the failed node leaves nothing.
+/// `in_the_way` (under the node's dir) is made a directory where the component needs a file:
+/// containerd cannot replace its socket (unlink fails with EISDIR); the kubelet cannot read its
+/// CPU manager checkpoint and exits when it starts its container manager, after containerd ran.
+#[rstest::rstest]
+#[case::containerd("containerd", "containerd/containerd.sock", "containerd.sock")]
+#[case::kubelet("kubelet", "cpu_manager_state", "cpu_manager_state")]
 #[tokio::test]
-async fn a_dying_containerd_is_named_with_its_log_and_nothing_is_left() {
+async fn a_dying_component_is_named_with_its_log_and_nothing_is_left(
+    #[case] component: &str,
+    #[case] in_the_way: &str,
+    #[case] named_in_log: &str,
+) {
     if !supported() {
         return;
     }
@@ -684,65 +696,22 @@ async fn a_dying_containerd_is_named_with_its_log_and_nothing_is_left() {
     let mut cluster =
         LocalCluster::start(real_options(Some(tmp.path().join("state")))).await.expect("the cluster starts");
     let scope = Scope::new(tmp.path(), &[cluster.state_dir()]);
-    // A directory where node-1's containerd would listen: containerd cannot replace it
-    // (unlink fails with EISDIR) and exits at start-up.
-    let socket = cluster.state_dir().join("nodes/node-1/containerd/containerd.sock");
-    std::fs::create_dir_all(socket.join("in-the-way")).unwrap();
+    let node_dir = cluster.state_dir().join("nodes/node-1");
+    std::fs::create_dir_all(node_dir.join(in_the_way).join("in-the-way")).unwrap();
     let node_started = Instant::now();
-    let err = cluster.add_nodes(1).await.expect_err("node-1 cannot start without its containerd");
+    let err = cluster.add_nodes(1).await.expect_err("node-1 cannot start");
     let took = node_started.elapsed();
 
-    // Named by its exit, at once, not by a readiness wait that runs out.
-    let ClusterError::ComponentDied { component, status, log, tail } = &err else {
-        panic!("not containerd's exit: {err:?}");
+    let ClusterError::ComponentDied { component: died, status, log, tail } = &err else {
+        panic!("not the {component}'s exit: {err:?}");
     };
+    assert_eq!(died, &format!("{component} of node-1"), "{err}");
     assert!(status.contains("exit status"), "{status}");
-    assert_eq!(component, "containerd of node-1", "{err}");
-    assert_eq!(log, &cluster.state_dir().join("nodes/node-1/containerd.log"), "{err}");
-    assert!(tail.contains("containerd.sock"), "the log tail says what containerd failed on: {tail}");
+    assert_eq!(log, &node_dir.join(format!("{component}.log")), "{err}");
+    assert!(tail.contains(named_in_log), "the log tail says what the {component} failed on: {tail}");
     assert!(err.to_string().contains(tail.as_str()), "the message quotes the tail: {err}");
     assert_eq!(err.failure(), dracheck_clusters::Failure::ClusterDown, "a cluster that could not be brought up");
     eprintln!("add_nodes failed after {took:?}: {err}");
-    let failed = HostSnapshot::take();
-    let v = failed.view(&scope);
-    assert!(v.own("cgroup").is_empty(), "the failed node's cgroups are gone at once: {:#?}", v.own("cgroup"));
-    assert!(v.own("mount").is_empty(), "the failed node's mounts are gone at once: {:#?}", v.own("mount"));
-
-    cluster.stop();
-    let after = HostSnapshot::take();
-    assert_as_before(&before, &after, &[&failed], &scope);
-    eprintln!("took {:?}", started.elapsed());
-}
-
-#[tokio::test]
-async fn a_dying_kubelet_is_named_with_its_log_and_nothing_is_left() {
-    if !supported() {
-        return;
-    }
-    let _serial = SERIAL.lock().await;
-    let started = Instant::now();
-    let tmp = tempfile::tempdir().unwrap();
-    let before = HostSnapshot::take();
-
-    let mut cluster =
-        LocalCluster::start(real_options(Some(tmp.path().join("state")))).await.expect("the cluster starts");
-    let scope = Scope::new(tmp.path(), &[cluster.state_dir()]);
-    // A directory where node-1's kubelet keeps its CPU manager checkpoint: the kubelet cannot
-    // read it, and exits when it starts its container manager (after containerd has run).
-    let checkpoint = cluster.state_dir().join("nodes/node-1/cpu_manager_state");
-    std::fs::create_dir_all(checkpoint.join("in-the-way")).unwrap();
-    let err = cluster.add_nodes(1).await.expect_err("node-1's kubelet cannot start");
-
-    let ClusterError::ComponentDied { component, status, log, tail } = &err else {
-        panic!("not the kubelet's exit: {err:?}");
-    };
-    assert_eq!(component, "kubelet of node-1", "{err}");
-    assert!(status.contains("exit status"), "{status}");
-    assert_eq!(log, &cluster.state_dir().join("nodes/node-1/kubelet.log"), "{err}");
-    assert!(tail.contains("cpu_manager_state"), "the log tail says what the kubelet failed on: {tail}");
-    assert!(err.to_string().contains(tail.as_str()), "the message quotes the tail: {err}");
-    assert_eq!(err.failure(), dracheck_clusters::Failure::ClusterDown, "a cluster that could not be brought up");
-    eprintln!("{err}");
     let failed = HostSnapshot::take();
     let v = failed.view(&scope);
     assert!(v.own("cgroup").is_empty(), "the failed node's cgroups are gone at once: {:#?}", v.own("cgroup"));

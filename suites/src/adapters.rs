@@ -8,7 +8,53 @@ use dracheck_clusters::local::DriverSpec;
 use k8s_openapi::api::resource::v1::{Device, DeviceClass};
 
 /// The devices a driver should publish for a node.
-pub type Oracle = Arc<dyn Fn(&str) -> Result<Vec<Device>, String> + Send + Sync>;
+pub type Oracle = Arc<dyn Fn(&str) -> Result<Vec<Device>, OracleError> + Send + Sync>;
+
+/// The inventory oracle has no answer for a node (e.g. the inventory file lacks it).
+#[derive(Debug, thiserror::Error)]
+#[error("the driver's inventory has no devices for node {node}: {source}")]
+pub struct OracleError {
+    pub node: String,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Why a driver adapter could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("the mock's inventory {}: {source}", path.display())]
+    Inventory {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot run `{shown}`: {source}; build the driver first (cargo build -p dracheck-mock-driver)")]
+    VersionNotRun {
+        shown: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{shown}` failed ({status}): {stderr}")]
+    VersionFailed { shown: String, status: std::process::ExitStatus, stderr: String },
+    #[error("`{0}` printed no version")]
+    NoVersion(String),
+    /// `--driver-arg` templates that do not make a command line.
+    #[error("{0}")]
+    Args(String),
+    #[error("running {cargo} build for {bin}: {source}")]
+    Build {
+        cargo: String,
+        bin: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`cargo build --package {package} --bin {bin}` failed ({status})")]
+    BuildFailed { package: String, bin: String, status: std::process::ExitStatus },
+    #[error("{bin} was built but not found next to {}", exe.display())]
+    NotBuilt { bin: String, exe: PathBuf },
+    #[error("where this program runs from: {0}")]
+    CurrentExe(#[source] std::io::Error),
+}
 
 /// What a workload's log shows its container sees: device names or, per [`DeviceKey`], another
 /// value of each device.
@@ -52,11 +98,17 @@ impl Workload {
 
 /// For a driver installed in the cluster, which the suite cannot start itself: whether what it
 /// published (devices per node) matches what the machine running the suite sees of its own
-/// hardware. `Ok(Ok(summary))`: it does; `Ok(Err(differences))`: it does not; `Err(reason)`:
-/// the check cannot be made here.
-pub type HostInventory = Arc<
-    dyn Fn(&std::collections::BTreeMap<String, Vec<Device>>) -> Result<Result<String, String>, String> + Send + Sync,
->;
+/// hardware.
+pub type HostInventory = Arc<dyn Fn(&std::collections::BTreeMap<String, Vec<Device>>) -> HostCheck + Send + Sync>;
+
+/// The answer of a [`HostInventory`] check; each carries its summary for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostCheck {
+    Matches(String),
+    Differs(String),
+    /// The check cannot be made here (e.g. this machine is none of the nodes).
+    CannotCheck(String),
+}
 
 /// What the suite knows about a driver beyond how to start it.
 #[derive(Clone)]
@@ -108,10 +160,11 @@ impl Adapter {
 
 /// The mock driver as the suite runs it: its spec, its inventory as the oracle, and its CDI
 /// environment (`DRACHECK_MOCK_DEVICE_<n>=<device>`) as what a workload sees.
-pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Adapter, String> {
-    let inv = dracheck_mock_driver::inventory::Inventory::load(inventory).map_err(|e| e.to_string())?;
+pub fn mock_adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Adapter, AdapterError> {
+    let inv = dracheck_mock_driver::inventory::Inventory::load(inventory)
+        .map_err(|e| AdapterError::Inventory { path: inventory.to_path_buf(), source: e.into() })?;
     let oracle = Arc::new(move |node: &str| {
-        let devices = inv.devices_for(node).map_err(|e| e.to_string())?;
+        let devices = inv.devices_for(node).map_err(|e| OracleError { node: node.into(), source: e.into() })?;
         Ok(dracheck_mock_driver::slices::published_devices(devices, &Default::default()))
     });
     Ok(Adapter {
@@ -181,7 +234,11 @@ pub fn nvidia_adapter(opts: NvidiaOptions) -> Adapter {
             key: DeviceKey::Attribute("uuid"),
         },
         device_classes: nvidia::device_classes(),
-        host_inventory: Some(Arc::new(move |published| host.check(published))),
+        host_inventory: Some(Arc::new(move |published| match host.check(published) {
+            Ok(Ok(held)) => HostCheck::Matches(held),
+            Ok(Err(differ)) => HostCheck::Differs(differ),
+            Err(why) => HostCheck::CannotCheck(why),
+        })),
         plugin_images: nvidia::PLUGIN_IMAGES,
     }
 }
@@ -199,35 +256,34 @@ pub fn binary_adapter(
     driver_name: &str,
     args: &[String],
     version: Option<&str>,
-) -> Result<Adapter, String> {
+) -> Result<Adapter, AdapterError> {
     let args: Vec<String> = if args.is_empty() {
         dracheck_clusters::local::drivers::HELPER_FLAGS.iter().map(|f| f.to_string()).collect()
     } else {
         args.to_vec()
     };
-    let spec = DriverSpec::from_template(driver_name, program, &args)?;
+    let spec = DriverSpec::from_template(driver_name, program, &args).map_err(AdapterError::Args)?;
     Ok(Adapter::runnable("custom", spec, version.unwrap_or(UNKNOWN_VERSION).to_string()))
 }
 
 /// The version the driver binary states (`<program> --version`, given the run's faults, which
 /// may bend it), so that `versions.driver` judges the driver under test, not the suite.
-fn stated_version(program: &Path, faults: &[String]) -> Result<String, String> {
+fn stated_version(program: &Path, faults: &[String]) -> Result<String, AdapterError> {
     let shown = format!("{} --version", program.display());
     let out = std::process::Command::new(program)
         .args(faults.iter().map(|f| format!("--fault={f}")))
         .arg("--version")
         .output()
-        .map_err(|e| {
-            format!("cannot run `{shown}`: {e}; build the driver first (cargo build -p dracheck-mock-driver)")
-        })?;
+        .map_err(|source| AdapterError::VersionNotRun { shown: shown.clone(), source })?;
     if !out.status.success() {
-        return Err(format!("`{shown}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(AdapterError::VersionFailed { shown, status: out.status, stderr });
     }
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .last()
         .map(str::to_string)
-        .ok_or_else(|| format!("`{shown}` printed no version"))
+        .ok_or(AdapterError::NoVersion(shown))
 }
 
 /// The mock's CDI edits set `DRACHECK_MOCK_DEVICE_<n>=<device>` per prepared device.
@@ -239,12 +295,21 @@ fn mock_seen_devices(log: &str) -> Vec<String> {
 }
 
 /// Whether `seen` holds exactly the `allocated` devices.
-pub fn sees_exactly(mut seen: Vec<String>, allocated: &[String]) -> Result<(), String> {
+pub fn sees_exactly(mut seen: Vec<String>, allocated: &[String]) -> Result<(), SeenOther> {
     seen.sort();
     seen.dedup();
-    let mut want = allocated.to_vec();
-    want.sort();
-    if seen == want { Ok(()) } else { Err(format!("the container sees {seen:?}, but {want:?} were allocated")) }
+    let mut allocated = allocated.to_vec();
+    allocated.sort();
+    if seen == allocated { Ok(()) } else { Err(SeenOther { seen, allocated }) }
+}
+
+/// A workload saw other devices than were allocated to it: fewer (allocation not delivered)
+/// or more (isolation broken).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the container sees {seen:?}, but {allocated:?} were allocated")]
+pub struct SeenOther {
+    pub seen: Vec<String>,
+    pub allocated: Vec<String>,
 }
 
 /// The mock driver's DRA driver name.
@@ -275,8 +340,8 @@ pub fn mock(program: &Path, inventory: &Path, faults: &[String]) -> DriverSpec {
 
 /// A binary of this workspace: next to the running executable's target dir when `cargo test`
 /// or `cargo build` already made it, else built now with cargo.
-pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, AdapterError> {
+    let exe = std::env::current_exe().map_err(AdapterError::CurrentExe)?;
     // target/<profile>/deps/<test> or target/<profile>/<bin>
     let candidates: Vec<PathBuf> = exe.ancestors().skip(1).take(2).map(|d| d.join(bin)).collect();
     if let Some(found) = candidates.iter().find(|p| p.is_file()) {
@@ -287,14 +352,11 @@ pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, String> {
         .args(["build", "--quiet", "--package", package, "--bin", bin])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
-        .map_err(|e| format!("running {cargo} build for {bin}: {e}"))?;
+        .map_err(|source| AdapterError::Build { cargo: cargo.clone(), bin: bin.into(), source })?;
     if !status.success() {
-        return Err(format!("`cargo build --package {package} --bin {bin}` failed ({status})"));
+        return Err(AdapterError::BuildFailed { package: package.into(), bin: bin.into(), status });
     }
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .ok_or_else(|| format!("{bin} was built but not found next to {}", exe.display()))
+    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| AdapterError::NotBuilt { bin: bin.into(), exe })
 }
 
 /// The mock driver's default inventory, shipped in the repository.

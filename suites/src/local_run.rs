@@ -18,6 +18,16 @@ use crate::scenarios;
 
 mod no_slices;
 
+/// Why the default run of a driver could not be put together.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Adapter(#[from] crate::adapters::AdapterError),
+    /// A shipped profile does not load: a defect of the shipped files.
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+}
+
 pub struct LocalRun {
     pub adapter: Adapter,
     pub profiles: Vec<(std::path::PathBuf, Profile)>,
@@ -33,17 +43,17 @@ pub struct LocalRun {
 
 impl LocalRun {
     /// The default run: the mock driver (with `faults`) on its shipped inventory.
-    pub fn default_mock(faults: &[String]) -> Result<LocalRun, String> {
+    pub fn default_mock(faults: &[String]) -> Result<LocalRun, SetupError> {
         let bin = crate::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")?;
         LocalRun::default_for(crate::adapters::mock_adapter(&bin, &crate::adapters::mock_default_inventory(), faults)?)
     }
 
     /// The default run of a driver: its shipped profiles, seven nodes so that every scenario
     /// role of two profiles runs side by side.
-    pub fn default_for(adapter: Adapter) -> Result<LocalRun, String> {
+    pub fn default_for(adapter: Adapter) -> Result<LocalRun, SetupError> {
         let profiles = crate::profile::shipped(adapter.short)
             .into_iter()
-            .map(|p| crate::profile::load(&p).map(|loaded| (p, loaded)).map_err(|e| e.to_string()))
+            .map(|p| crate::profile::load(&p).map(|loaded| (p, loaded)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(LocalRun {
             adapter,
@@ -312,7 +322,7 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
     let progress = opts.progress.clone();
     let mut cluster = LocalCluster::start(opts).await?;
     cluster.add_nodes_reporting(nodes, &progress).await?;
-    install_classes(&cluster.client(), adapter).await.map_err(unreachable)?;
+    install_classes(&cluster.client(), adapter).await.map_err(|e| unreachable(e.to_string()))?;
     cluster.start_driver(spec)?;
     let slices: Api<ResourceSlice> = Api::all(cluster.client());
     let deadline = Instant::now() + SLICE_WAIT;
@@ -413,14 +423,15 @@ pub fn nodes_needed(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter)
 }
 
 /// Creates the DeviceClasses the driver's installation brings, as its chart would.
-pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result<(), String> {
+pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result<(), crate::engine::ScenarioError> {
+    use crate::engine::ApiContext;
     use k8s_openapi::api::resource::v1::DeviceClass;
     let api: Api<DeviceClass> = Api::all(client.clone());
     for class in &adapter.device_classes {
         let name = class.metadata.name.clone().unwrap_or_default();
         api.create(&kube::api::PostParams::default(), class)
             .await
-            .map_err(|e| format!("installing the DeviceClass {name} of the driver {}: {e}", adapter.name))?;
+            .doing(|| format!("installing the DeviceClass {name} of the driver {}", adapter.name))?;
     }
     Ok(())
 }

@@ -187,9 +187,11 @@ async fn measure_nodes(kind: NodeKind, nodes: usize, pods: usize) -> Result<Node
     let started = std::time::Instant::now();
     cluster.add_nodes(nodes).await.map_err(|e| e.to_string())?;
     let add_seconds = started.elapsed().as_secs_f64();
-    let bin = dracheck_suites::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")?;
+    let bin = dracheck_suites::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
+        .map_err(|e| e.to_string())?;
     let adapter =
-        dracheck_suites::adapters::mock_adapter(&bin, &dracheck_suites::adapters::mock_default_inventory(), &[])?;
+        dracheck_suites::adapters::mock_adapter(&bin, &dracheck_suites::adapters::mock_default_inventory(), &[])
+            .map_err(|e| e.to_string())?;
     let spec = adapter.spec.clone().ok_or("the mock has a driver spec")?;
     cluster.start_driver(&spec).map_err(|e| e.to_string())?;
     let client = cluster.client();

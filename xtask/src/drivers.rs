@@ -134,8 +134,10 @@ impl DriverArgs {
                     ));
                 }
                 let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
-                    .map_err(|e| (exit::CLUSTER_DOWN, e))?;
-                adapters::mock_adapter(&bin, &inventory, &self.faults).map(Some).map_err(|e| (exit::BAD_INPUT, e))
+                    .map_err(|e| (exit::CLUSTER_DOWN, e.to_string()))?;
+                adapters::mock_adapter(&bin, &inventory, &self.faults)
+                    .map(Some)
+                    .map_err(|e| (exit::BAD_INPUT, e.to_string()))
             }
             Some("example") => {
                 let bin = dracheck_example_driver::binary(progress)

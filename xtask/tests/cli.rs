@@ -4,48 +4,49 @@
 mod common;
 
 use common::{conformance_on, processes_mentioning, text, xtask_env as xtask};
+use rstest::rstest;
 use std::path::Path;
 
-#[test]
-fn every_command_has_help() {
-    for args in [
-        vec!["--help"],
-        vec!["cluster", "--help"],
-        vec!["cluster", "up", "--help"],
-        vec!["cluster", "down", "--help"],
-        vec!["cluster", "status", "--help"],
-        vec!["cluster", "kubeconfig", "--help"],
-        vec!["cluster", "build", "--help"],
-        vec!["cluster", "kind-config", "--help"],
-        vec!["conformance", "--help"],
-        vec!["test", "--help"],
-        vec!["cleanup", "--help"],
-    ] {
-        let out = xtask(&args, &[]);
-        assert!(out.status.success(), "{args:?}: {}", text(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage:"), "{args:?}");
-    }
+#[rstest]
+#[case::top(&["--help"])]
+#[case::cluster(&["cluster", "--help"])]
+#[case::cluster_up(&["cluster", "up", "--help"])]
+#[case::cluster_down(&["cluster", "down", "--help"])]
+#[case::cluster_status(&["cluster", "status", "--help"])]
+#[case::cluster_kubeconfig(&["cluster", "kubeconfig", "--help"])]
+#[case::cluster_build(&["cluster", "build", "--help"])]
+#[case::cluster_kind_config(&["cluster", "kind-config", "--help"])]
+#[case::conformance(&["conformance", "--help"])]
+#[case::test(&["test", "--help"])]
+#[case::cleanup(&["cleanup", "--help"])]
+fn every_command_has_help(#[case] args: &[&str]) {
+    let out = xtask(args, &[]);
+    assert!(out.status.success(), "{args:?}: {}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage:"), "{args:?}");
 }
 
-#[test]
-fn bad_input_gets_a_clear_message_and_its_exit_code() {
+/// `args` with `@state` replaced by a state dir under a temp dir of its own, and the output
+/// of running them; the state dir must not exist after a refused command.
+fn refused_with_state(args: &[&str]) -> (std::process::Output, std::path::PathBuf, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
-    let state = state.to_str().unwrap();
-    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
-        (vec!["cluster", "up", "--state-dir", state, "--k8s-version", "1.99"], 2, "has no build recipe"),
-        (vec!["cluster", "up", "--state-dir", state, "--k8s-bin-dir", "/nonexistent"], 2, "has no usable etcd"),
-        (vec!["cluster", "up", "--state-dir", state, "--feature-gates", "DRA"], 2, "invalid feature gate"),
-        (vec!["cluster", "status", "--state-dir", state], 2, "no local cluster state"),
-        (vec!["cluster", "down", "--state-dir", state], 2, "no local cluster state"),
-        (vec!["cluster", "kubeconfig", "--state-dir", state], 2, "no local cluster state"),
-    ];
-    for (args, code, needle) in cases {
-        let out = xtask(&args, &[]);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
-        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
-        assert!(!Path::new(state).exists(), "{args:?} left a state dir");
-    }
+    let args: Vec<String> = args.iter().map(|a| a.replace("@state", state.to_str().unwrap())).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    (xtask(&args, &[]), state, tmp)
+}
+
+#[rstest]
+#[case::unknown_version(&["cluster", "up", "--state-dir", "@state", "--k8s-version", "1.99"], 2, "has no build recipe")]
+#[case::no_binaries(&["cluster", "up", "--state-dir", "@state", "--k8s-bin-dir", "/nonexistent"], 2, "has no usable etcd")]
+#[case::bad_gate(&["cluster", "up", "--state-dir", "@state", "--feature-gates", "DRA"], 2, "invalid feature gate")]
+#[case::status_without_cluster(&["cluster", "status", "--state-dir", "@state"], 2, "no local cluster state")]
+#[case::down_without_cluster(&["cluster", "down", "--state-dir", "@state"], 2, "no local cluster state")]
+#[case::kubeconfig_without_cluster(&["cluster", "kubeconfig", "--state-dir", "@state"], 2, "no local cluster state")]
+fn bad_input_gets_a_clear_message_and_its_exit_code(#[case] args: &[&str], #[case] code: i32, #[case] needle: &str) {
+    let (out, state, _tmp) = refused_with_state(args);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
+    assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+    assert!(!state.exists(), "{args:?} left a state dir");
 }
 
 #[test]
@@ -121,43 +122,60 @@ fn cluster_up_status_kubeconfig_down() {
     assert_eq!(processes_mentioning(&state), Vec::<String>::new(), "no driver or container survives `down`");
 }
 
-#[test]
-fn up_refuses_an_unknown_driver_or_a_driver_without_nodes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let state = tmp.path().join("state");
-    let state = state.to_str().unwrap();
-    for (args, needle) in [
-        (vec!["cluster", "up", "--state-dir", state, "--nodes", "1", "--driver", "nope"], "unknown driver \"nope\""),
-        (vec!["cluster", "up", "--state-dir", state, "--driver", "mock"], "pass --nodes N"),
-        (
-            vec![
-                "cluster",
-                "up",
-                "--state-dir",
-                state,
-                "--nodes",
-                "1",
-                "--driver",
-                "mock",
-                "--inventory",
-                "/nonexistent.yaml",
-            ],
-            "does not exist",
-        ),
-        (
-            vec!["cluster", "up", "--state-dir", state, "--nodes", "1", "--driver", "nvidia"],
-            "runs only installed in a real cluster",
-        ),
-    ] {
-        let out = xtask(&args, &[]);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
-        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
-        assert!(!Path::new(state).exists(), "{args:?} started something");
-    }
+#[rstest]
+#[case::unknown_driver(&["cluster", "up", "--state-dir", "@state", "--nodes", "1", "--driver", "nope"], "unknown driver \"nope\"")]
+#[case::driver_without_nodes(&["cluster", "up", "--state-dir", "@state", "--driver", "mock"], "pass --nodes N")]
+#[case::missing_inventory(
+    &["cluster", "up", "--state-dir", "@state", "--nodes", "1", "--driver", "mock", "--inventory", "/nonexistent.yaml"],
+    "does not exist"
+)]
+#[case::installed_only(
+    &["cluster", "up", "--state-dir", "@state", "--nodes", "1", "--driver", "nvidia"],
+    "runs only installed in a real cluster"
+)]
+fn up_refuses_an_unknown_driver_or_a_driver_without_nodes(#[case] args: &[&str], #[case] needle: &str) {
+    let (out, state, _tmp) = refused_with_state(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+    assert!(!state.exists(), "{args:?} started something");
 }
 
-#[test]
-fn conformance_refuses_bad_input_before_starting_anything() {
+#[rstest]
+#[case::unknown_driver(&["conformance", "--driver", "nope"], "unknown driver")]
+#[case::unknown_profile(&["conformance", "--profile", "no-such-profile"], "no-such-profile")]
+#[case::profile_of_another_driver(&["conformance", "--profile", "@other"], "is for driver gpu.example.com")]
+#[case::invalid_profile(&["conformance", "--profile", "@broken"], "line")]
+#[case::bad_gate(&["conformance", "--feature-gates", "Nope"], "invalid feature gate")]
+#[case::fault_of_another_driver(&["conformance", "--driver", "example", "--fault", "hang-prepare"], "switch of the mock driver")]
+#[case::missing_binary(
+    &["conformance", "--driver-bin", "/nonexistent/plugin", "--driver-name", "x.example.com"],
+    "not an executable"
+)]
+#[case::binary_without_name(&["conformance", "--driver-bin", "/bin/true"], "--driver-name")]
+#[case::unknown_placeholder(
+    &["conformance", "--driver-bin", "/bin/true", "--driver-name", "x.example.com", "--driver-arg=--dir={state}"],
+    "unknown placeholder"
+)]
+#[case::binary_without_profiles(
+    &["conformance", "--driver-bin", "/bin/true", "--driver-name", "x.example.com"],
+    "ships no profiles"
+)]
+#[case::installed_only(&["conformance", "--driver", "nvidia"], "runs only installed in a real cluster")]
+#[case::driver_pods_locally(&["conformance", "--driver-pods", "app=x"], "the local cluster runs the driver itself")]
+#[case::recording_of_another_driver(&["conformance", "--nvml-recording", "rec.json"], "switch of the nvidia driver")]
+#[case::version_of_the_mock(&["conformance", "--driver", "mock", "--driver-version", "1.0"], "--driver-version states")]
+#[case::missing_recording(
+    &["conformance", "--driver", "nvidia", "--nvml-recording", "/nonexistent.json"],
+    "does not exist"
+)]
+#[case::no_nodes(&["conformance", "--nodes", "0"], "needs at least 2 node(s)")]
+#[case::unknown_node_kind(&["conformance", "--node-kind", "virtual"], "[possible values: real, emulated]")]
+#[case::too_many_real_nodes(&["conformance", "--nodes", "100000"], "--node-kind emulated")]
+#[case::too_few_for_removal(&["conformance", "--nodes", "1"], "one more for each profile whose node-removal scenario")]
+#[case::too_many_for_the_machine(&["conformance", "--nodes", "100000"], "this machine can hold at most")]
+#[case::unwritable_out(&["conformance", "--out", "/proc/dracheck-cannot-write-here"], "cannot write there")]
+#[case::out_is_a_file(&["conformance", "--out", "/proc/self/status"], "cannot write there")]
+fn conformance_refuses_bad_input_before_starting_anything(#[case] args: &[&str], #[case] needle: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let other = tmp.path().join("other.yaml");
     let shipped =
@@ -166,50 +184,15 @@ fn conformance_refuses_bad_input_before_starting_anything() {
     std::fs::write(&other, shipped.replace("driver: gpu.mock.dracheck.io", "driver: gpu.example.com")).unwrap();
     let broken = tmp.path().join("broken.yaml");
     std::fs::write(&broken, shipped.replace("withinSeconds: 30", "withinSeconds: soon")).unwrap();
-    let (other, broken) = (other.to_str().unwrap(), broken.to_str().unwrap());
-    let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["conformance", "--driver", "nope"], "unknown driver"),
-        (vec!["conformance", "--profile", "no-such-profile"], "no-such-profile"),
-        (vec!["conformance", "--profile", other], "is for driver gpu.example.com"),
-        (vec!["conformance", "--profile", broken], "line"),
-        (vec!["conformance", "--feature-gates", "Nope"], "invalid feature gate"),
-        (vec!["conformance", "--driver", "example", "--fault", "hang-prepare"], "switch of the mock driver"),
-        (
-            vec!["conformance", "--driver-bin", "/nonexistent/plugin", "--driver-name", "x.example.com"],
-            "not an executable",
-        ),
-        (vec!["conformance", "--driver-bin", "/bin/true"], "--driver-name"),
-        (
-            vec![
-                "conformance",
-                "--driver-bin",
-                "/bin/true",
-                "--driver-name",
-                "x.example.com",
-                "--driver-arg=--dir={state}",
-            ],
-            "unknown placeholder",
-        ),
-        (vec!["conformance", "--driver-bin", "/bin/true", "--driver-name", "x.example.com"], "ships no profiles"),
-        (vec!["conformance", "--driver", "nvidia"], "runs only installed in a real cluster"),
-        (vec!["conformance", "--driver-pods", "app=x"], "the local cluster runs the driver itself"),
-        (vec!["conformance", "--nvml-recording", "rec.json"], "switch of the nvidia driver"),
-        (vec!["conformance", "--driver", "mock", "--driver-version", "1.0"], "--driver-version states"),
-        (vec!["conformance", "--driver", "nvidia", "--nvml-recording", "/nonexistent.json"], "does not exist"),
-        (vec!["conformance", "--nodes", "0"], "needs at least 2 node(s)"),
-        (vec!["conformance", "--node-kind", "virtual"], "[possible values: real, emulated]"),
-        (vec!["conformance", "--nodes", "100000"], "--node-kind emulated"),
-        (vec!["conformance", "--nodes", "1"], "one more for each profile whose node-removal scenario"),
-        (vec!["conformance", "--nodes", "100000"], "this machine can hold at most"),
-        (vec!["conformance", "--out", "/proc/dracheck-cannot-write-here"], "cannot write there"),
-        (vec!["conformance", "--out", "/proc/self/status"], "cannot write there"),
-    ];
-    for (args, needle) in cases {
-        let out = xtask(&args, &[]);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
-        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
-        assert!(!text(&out).contains("starting etcd"), "{args:?} started a cluster: {}", text(&out));
-    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("@other", other.to_str().unwrap()).replace("@broken", broken.to_str().unwrap()))
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = xtask(&args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+    assert!(!text(&out).contains("starting etcd"), "{args:?} started a cluster: {}", text(&out));
 }
 
 #[test]

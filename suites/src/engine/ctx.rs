@@ -3,6 +3,7 @@
 //! evidence capture, and the verdict of each guarantee it checks.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use kube::runtime::wait::Condition;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::error::{ApiContext, ScenarioError};
 use super::target::Target;
 use super::wait;
 use crate::profile::Profile;
@@ -116,25 +118,25 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub fn pass(&self, id: &str, reason: impl Into<String>) {
-        self.record(id, Verdict::Pass, reason.into(), Vec::new());
+    pub fn pass(&self, id: &str, reason: impl Display) {
+        self.record(id, Verdict::Pass, reason.to_string(), Vec::new());
     }
 
     /// A pass that keeps what it was judged on.
-    pub fn pass_with(&self, id: &str, reason: impl Into<String>, evidence: Vec<Evidence>) {
-        self.record(id, Verdict::Pass, reason.into(), evidence);
+    pub fn pass_with(&self, id: &str, reason: impl Display, evidence: Vec<Evidence>) {
+        self.record(id, Verdict::Pass, reason.to_string(), evidence);
     }
 
-    pub fn fail(&self, id: &str, reason: impl Into<String>, evidence: Vec<Evidence>) {
-        self.record(id, Verdict::Fail, reason.into(), evidence);
+    pub fn fail(&self, id: &str, reason: impl Display, evidence: Vec<Evidence>) {
+        self.record(id, Verdict::Fail, reason.to_string(), evidence);
     }
 
-    pub fn skip(&self, id: &str, reason: impl Into<String>) {
-        self.record(id, Verdict::Skip, reason.into(), Vec::new());
+    pub fn skip(&self, id: &str, reason: impl Display) {
+        self.record(id, Verdict::Skip, reason.to_string(), Vec::new());
     }
 
     /// Pass if `ok`, else fail with `why` and `evidence`.
-    pub fn check(&self, id: &str, ok: bool, pass: impl Into<String>, why: impl Into<String>, evidence: Vec<Evidence>) {
+    pub fn check(&self, id: &str, ok: bool, pass: impl Display, why: impl Display, evidence: Vec<Evidence>) {
         if ok { self.pass(id, pass) } else { self.fail(id, why, evidence) }
     }
 
@@ -185,7 +187,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Creates a namespaced object in the scenario's namespace (removed with it).
-    pub async fn create<K>(&self, obj: &K) -> Result<K, String>
+    pub async fn create<K>(&self, obj: &K) -> Result<K, ScenarioError>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
@@ -198,17 +200,17 @@ impl<'a> Ctx<'a> {
         self.api::<K>()
             .create(&PostParams::default(), obj)
             .await
-            .map_err(|e| format!("creating {} {name}: {e}", K::kind(&Default::default())))
+            .doing(|| format!("creating {} {name}", K::kind(&Default::default())))
     }
 
     /// Creates a DeviceClass for this scenario; removed when the scenario ends, or by
     /// `cargo xtask cleanup` if the run is killed before.
-    pub async fn create_class(&self, class: &DeviceClass) -> Result<(), String> {
+    pub async fn create_class(&self, class: &DeviceClass) -> Result<(), ScenarioError> {
         let name = class.metadata.name.clone().unwrap_or_default();
         let api: Api<DeviceClass> = Api::all(self.client());
         let mut class = class.clone();
         super::runner::mark(&mut class.metadata, &self.run_id);
-        api.create(&PostParams::default(), &class).await.map_err(|e| format!("creating DeviceClass {name}: {e}"))?;
+        api.create(&PostParams::default(), &class).await.doing(|| format!("creating DeviceClass {name}"))?;
         self.cluster_objects.lock().unwrap().push(name);
         Ok(())
     }
@@ -260,7 +262,7 @@ impl<'a> Ctx<'a> {
     pub async fn wait_pod(
         &self,
         name: &str,
-        condition: impl Condition<Pod>,
+        condition: impl Condition<Pod> + Clone,
         timeout: Duration,
     ) -> Result<(Option<Pod>, Duration), wait::Expired<Pod>> {
         wait::until(&self.api::<Pod>(), name, condition, timeout).await
@@ -270,7 +272,7 @@ impl<'a> Ctx<'a> {
     pub async fn wait_claim(
         &self,
         name: &str,
-        condition: impl Condition<ResourceClaim>,
+        condition: impl Condition<ResourceClaim> + Clone,
         timeout: Duration,
     ) -> Result<(Option<ResourceClaim>, Duration), wait::Expired<ResourceClaim>> {
         wait::until(&self.api::<ResourceClaim>(), name, condition, timeout).await
@@ -285,13 +287,19 @@ impl<'a> Ctx<'a> {
     }
 
     /// Waits for the pod's phase to become `phase`.
-    pub async fn wait_phase(&self, pod: &str, phase: &'static str, timeout: Duration) -> Result<Duration, String> {
+    pub async fn wait_phase(
+        &self,
+        pod: &str,
+        phase: &'static str,
+        timeout: Duration,
+    ) -> Result<Duration, ScenarioError> {
         match self.wait_pod(pod, wait::conditions::pod_phase(phase), timeout).await {
             Ok((_, took)) => Ok(took),
-            Err(e) => {
-                let now = wait::phase_of(e.now.as_ref()).unwrap_or("gone");
-                Err(format!("pod {pod} did not reach {phase} within {}s (it is {now})", timeout.as_secs()))
-            }
+            Err(e) => Err(ScenarioError::Timeout {
+                what: format!("pod {pod} did not reach {phase}"),
+                within: timeout,
+                now: Some(wait::phase_of(e.now.as_ref()).unwrap_or("gone").to_string()),
+            }),
         }
     }
 
@@ -301,12 +309,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// Deletes a pod and waits until it is gone (the kubelet unprepared its claims).
-    pub async fn delete_pod(&self, name: &str, timeout: Duration) -> Result<Duration, String> {
+    pub async fn delete_pod(&self, name: &str, timeout: Duration) -> Result<Duration, ScenarioError> {
         let _ = self.api::<Pod>().delete(name, &DeleteParams::default()).await;
         self.wait_pod(name, wait::conditions::gone(), timeout)
             .await
             .map(|(_, d)| d)
-            .map_err(|_| format!("pod {name} was not gone within {}s after deletion", timeout.as_secs()))
+            .map_err(|_| ScenarioError::timeout(format!("pod {name} was not gone after its deletion"), timeout))
     }
 
     /// The devices allocated to a claim: `(driver, pool, device)`.

@@ -6,18 +6,22 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, LogParams};
 
+use super::error::DisruptionError;
 use super::target::DriverPods;
 
 /// How long a DaemonSet gets to bring the plugin back on the node.
 const BACK_WITHIN: Duration = Duration::from_secs(120);
 
-async fn on_node(client: &kube::Client, pods: &DriverPods, node: &str) -> Result<Vec<Pod>, String> {
+async fn on_node(client: &kube::Client, pods: &DriverPods, node: &str) -> Result<Vec<Pod>, DisruptionError> {
     let api: Api<Pod> = match &pods.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
     let lp = ListParams::default().labels(&pods.selector).fields(&format!("spec.nodeName={node}"));
-    api.list(&lp).await.map(|l| l.items).map_err(|e| format!("listing the driver's pods ({}): {e}", pods.selector))
+    api.list(&lp).await.map(|l| l.items).map_err(|source| DisruptionError::Api {
+        doing: format!("listing the driver's pods ({})", pods.selector),
+        source,
+    })
 }
 
 fn ready(p: &Pod) -> bool {
@@ -32,10 +36,12 @@ fn ready(p: &Pod) -> bool {
 
 /// Deletes the driver's running pod on `node` and waits for its replacement to be ready; the
 /// time in between is the downtime.
-pub async fn restart(client: &kube::Client, pods: &DriverPods, node: &str) -> Result<Duration, String> {
-    let old = on_node(client, pods, node).await?.into_iter().find(ready).ok_or_else(|| {
-        format!("no ready pod matching {:?} runs on {node}: check --driver-pods and --driver-namespace", pods.selector)
-    })?;
+pub async fn restart(client: &kube::Client, pods: &DriverPods, node: &str) -> Result<Duration, DisruptionError> {
+    let old = on_node(client, pods, node)
+        .await?
+        .into_iter()
+        .find(ready)
+        .ok_or_else(|| DisruptionError::NoDriverPod { selector: pods.selector.clone(), node: node.into() })?;
     let (name, ns) =
         (old.metadata.name.clone().unwrap_or_default(), old.metadata.namespace.clone().unwrap_or_default());
     let old_uid = old.metadata.uid.clone();
@@ -43,7 +49,7 @@ pub async fn restart(client: &kube::Client, pods: &DriverPods, node: &str) -> Re
     Api::<Pod>::namespaced(client.clone(), &ns)
         .delete(&name, &DeleteParams::default())
         .await
-        .map_err(|e| format!("deleting the driver's pod {ns}/{name}: {e}"))?;
+        .map_err(|source| DisruptionError::Api { doing: format!("deleting the driver's pod {ns}/{name}"), source })?;
     while started.elapsed() < BACK_WITHIN {
         let now = on_node(client, pods, node).await?;
         if now.iter().any(|p| p.metadata.uid != old_uid && ready(p)) {
@@ -51,11 +57,12 @@ pub async fn restart(client: &kube::Client, pods: &DriverPods, node: &str) -> Re
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Err(format!(
-        "after deleting the driver's pod {ns}/{name}, no new pod matching {:?} was ready on {node} within {}s",
-        pods.selector,
-        BACK_WITHIN.as_secs()
-    ))
+    Err(DisruptionError::NotBack {
+        pod: format!("{ns}/{name}"),
+        selector: pods.selector.clone(),
+        node: node.into(),
+        within: BACK_WITHIN,
+    })
 }
 
 /// The log tail of the driver's pod on `node`.

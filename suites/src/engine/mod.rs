@@ -2,6 +2,7 @@
 
 mod ctx;
 mod driver_pods;
+mod error;
 pub mod leftovers;
 pub mod runner;
 mod scenario;
@@ -9,6 +10,7 @@ pub mod target;
 pub mod wait;
 
 pub use ctx::Ctx;
+pub use error::{ApiContext, DisruptionError, ScenarioError};
 pub use runner::{Filter, Outcome, Plan, cleanup_run, run};
 pub use scenario::{Disruption, Role, RunFn, Scenario, Tier};
 pub use target::Target;

@@ -11,6 +11,7 @@ use k8s_openapi::api::resource::v1::DeviceClass;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::ctx::Ctx;
+use super::error::{ApiContext, ScenarioError};
 use super::scenario::{Role, Scenario};
 use super::target::Target;
 use crate::profile::Profile;
@@ -123,7 +124,7 @@ async fn run_profile(
         guarantees: Vec::new(),
         allocated_devices: Vec::new(),
     };
-    let class_error = ensure_class(target, profile, &plan.run_id).await.err();
+    let class_error = ensure_class(target, profile, &plan.run_id).await.err().map(|e| e.to_string());
 
     // Which scenarios run, and on which node each role runs.
     let selected = selected(plan, profile);
@@ -193,7 +194,7 @@ async fn run_profile(
 
 /// Creates the profile's inline DeviceClass (replacing a leftover of an earlier run), or
 /// checks that the named one exists.
-async fn ensure_class(target: &Target, profile: &Profile, run_id: &str) -> Result<(), String> {
+async fn ensure_class(target: &Target, profile: &Profile, run_id: &str) -> Result<(), ScenarioError> {
     let api: Api<DeviceClass> = Api::all(target.client.clone());
     match profile.device_class() {
         Some(mut class) => {
@@ -202,10 +203,7 @@ async fn ensure_class(target: &Target, profile: &Profile, run_id: &str) -> Resul
             if let Ok(Some(existing)) = api.get_opt(name).await {
                 let ours = existing.metadata.labels.as_ref().is_some_and(|l| l.contains_key(RUN_LABEL));
                 if !ours {
-                    return Err(format!(
-                        "the profile's DeviceClass {name} already exists on the cluster and was not made by dracheck; \
-                         refer to it with `deviceClass: {{existing: {name}}}` or rename the profile's class"
-                    ));
+                    return Err(ScenarioError::ForeignClass(name.into()));
                 }
                 let _ = api.delete(name, &DeleteParams::default()).await;
                 for _ in 0..50 {
@@ -218,14 +216,15 @@ async fn ensure_class(target: &Target, profile: &Profile, run_id: &str) -> Resul
             api.create(&PostParams::default(), &class)
                 .await
                 .map(|_| ())
-                .map_err(|e| format!("creating DeviceClass {name}: {e}"))
+                .doing(|| format!("creating DeviceClass {name}"))
         }
-        None => match api.get_opt(profile.class_name()).await {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => {
-                Err(format!("the profile's DeviceClass {} does not exist on this cluster", profile.class_name()))
-            }
-            Err(e) => Err(format!("reading DeviceClass {}: {e}", profile.class_name())),
+        None => match api
+            .get_opt(profile.class_name())
+            .await
+            .doing(|| format!("reading DeviceClass {}", profile.class_name()))?
+        {
+            Some(_) => Ok(()),
+            None => Err(ScenarioError::NoClass(profile.class_name().into())),
         },
     }
 }
@@ -270,7 +269,7 @@ async fn run_one(
     let ctx = Ctx::new(target, profile, ns.clone(), &plan.run_id, s.name, node, spare, progress);
     let outcome = match tokio::time::timeout(plan.scenario_timeout, (s.run)(&ctx)).await {
         Ok(r) => r,
-        Err(_) => Err(format!("the scenario did not finish within {}s", plan.scenario_timeout.as_secs())),
+        Err(_) => Err(ScenarioError::Deadline(plan.scenario_timeout)),
     };
     let mut results = ctx.take_results();
     for id in ids {
@@ -317,20 +316,19 @@ async fn release_devices(target: &Target, ns: &str) {
     }
 }
 
-async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(), String> {
+async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(), ScenarioError> {
     let nss: Api<Namespace> = Api::all(target.client.clone());
     let mut meta = dracheck_objects::meta_for(name, None);
     mark(&mut meta, run_id);
     nss.create(&PostParams::default(), &Namespace { metadata: meta, ..Namespace::default() })
         .await
-        .map_err(|e| format!("creating namespace {name}: {e}"))?;
+        .doing(|| format!("creating namespace {name}"))?;
     // Pods are admitted only once the namespace's default ServiceAccount exists.
     let sas: Api<ServiceAccount> = Api::namespaced(target.client.clone(), name);
     let exists = |sa: Option<&ServiceAccount>| sa.is_some();
-    super::wait::until(&sas, "default", exists, Duration::from_secs(30))
-        .await
-        .map(drop)
-        .map_err(|_| format!("namespace {name} got no default ServiceAccount within 30s"))
+    super::wait::until(&sas, "default", exists, Duration::from_secs(30)).await.map(drop).map_err(|_| {
+        ScenarioError::timeout(format!("namespace {name} got no default ServiceAccount"), Duration::from_secs(30))
+    })
 }
 
 /// Removes what a run left behind (after Ctrl-C or a crash): its namespaces and classes.

@@ -3,6 +3,7 @@
 use futures::future::BoxFuture;
 
 use super::ctx::Ctx;
+use super::error::ScenarioError;
 use crate::profile::Profile;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +38,9 @@ pub enum Disruption {
     ControlsNodes,
 }
 
-pub type RunFn = for<'a> fn(&'a Ctx<'a>) -> BoxFuture<'a, Result<(), String>>;
+/// A scenario's body. `Err`: it could not check what it set out to (see [`ScenarioError`]);
+/// a guarantee that does not hold is recorded as failed, not returned.
+pub type RunFn = for<'a> fn(&'a Ctx<'a>) -> BoxFuture<'a, Result<(), ScenarioError>>;
 
 pub struct Scenario {
     pub name: &'static str,
@@ -63,11 +66,14 @@ impl Scenario {
     }
 }
 
-/// `scenario!(run)` turns `async fn run(ctx: &Ctx<'_>) -> Result<(), String>` into a [`RunFn`].
+/// `scenario_fn!(run)` turns `async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError>` into a
+/// [`RunFn`].
 #[macro_export]
 macro_rules! scenario_fn {
     ($f:path) => {{
-        fn start<'a>(ctx: &'a $crate::engine::Ctx<'a>) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        fn start<'a>(
+            ctx: &'a $crate::engine::Ctx<'a>,
+        ) -> futures::future::BoxFuture<'a, Result<(), $crate::engine::ScenarioError>> {
             Box::pin($f(ctx))
         }
         start

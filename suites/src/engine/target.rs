@@ -7,6 +7,7 @@ use std::time::Duration;
 use dracheck_clusters::LocalCluster;
 use tokio::sync::Mutex;
 
+use super::error::DisruptionError;
 use crate::result::{ClusterFacts, DriverFacts};
 
 /// Access to the driver's binary for the plugin tier, which starts instances of its own.
@@ -113,35 +114,35 @@ impl Target {
         self.local.map(Mutex::into_inner)
     }
 
-    async fn local(&self) -> Result<tokio::sync::MutexGuard<'_, LocalCluster>, String> {
+    async fn local(&self) -> Result<tokio::sync::MutexGuard<'_, LocalCluster>, DisruptionError> {
         match &self.local {
             Some(l) => Ok(l.lock().await),
-            None => Err(NEEDS_NODE_CONTROL.into()),
+            None => Err(DisruptionError::NoNodeControl),
         }
     }
 
     /// Graceful stop and start of the driver's plugin on `node`; returns the downtime.
-    pub async fn restart_driver(&self, node: &str) -> Result<Duration, String> {
+    pub async fn restart_driver(&self, node: &str) -> Result<Duration, DisruptionError> {
         if let (None, Some(pods)) = (&self.local, &self.driver_pods) {
             return super::driver_pods::restart(&self.client, pods, node).await;
         }
         let mut local = self.local().await?;
-        let driver = local.driver_mut(node).ok_or_else(|| format!("no driver runs on {node}"))?;
+        let driver = local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?;
         let started = std::time::Instant::now();
-        driver.restart(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+        driver.restart(Duration::from_secs(10))?;
         Ok(started.elapsed())
     }
 
     /// Stops and starts the kubelet of `node` (its containers keep running).
-    pub async fn restart_kubelet(&self, node: &str) -> Result<(), String> {
+    pub async fn restart_kubelet(&self, node: &str) -> Result<(), DisruptionError> {
         let mut local = self.local().await?;
-        let n = local.node_mut(node).ok_or_else(|| format!("no node {node} in the local cluster"))?;
-        n.restart_kubelet().await.map_err(|e| e.to_string())
+        let n = local.node_mut(node).ok_or_else(|| DisruptionError::NoNode(node.into()))?;
+        Ok(n.restart_kubelet().await?)
     }
 
     /// Stops `node` and deletes its Node object.
-    pub async fn remove_node(&self, node: &str) -> Result<(), String> {
-        self.local().await?.remove_node(node).await.map_err(|e| e.to_string())
+    pub async fn remove_node(&self, node: &str) -> Result<(), DisruptionError> {
+        Ok(self.local().await?.remove_node(node).await?)
     }
 
     /// The driver's log tail on `node`, for evidence.

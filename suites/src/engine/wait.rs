@@ -16,22 +16,35 @@ use serde::de::DeserializeOwned;
 
 /// Waits until `condition` holds for the object `name` (absent objects included: a condition
 /// may wait for one to go). `Ok`: the object as the event showed it, and how long it took.
-/// `Err`: the object as it is when the time ran out (`None`: absent), or the watch's error.
+/// `Err`: the object as it is when the time ran out (`None`: absent), with the watch's last
+/// error if it had one.
+///
+/// `await_condition` ends at the watch's first error. An API server on a busy machine answers a
+/// watch now and then with a transient error (its watch cache behind the resource version the
+/// list returned: "Too large resource version"), which says nothing about the object; so the
+/// wait starts a new watch, which lists again, until the time is up.
 pub async fn until<K>(
     api: &Api<K>,
     name: &str,
-    condition: impl Condition<K>,
+    condition: impl Condition<K> + Clone,
     timeout: Duration,
 ) -> Result<(Option<K>, Duration), Expired<K>>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
     let started = Instant::now();
-    match tokio::time::timeout(timeout, await_condition(api.clone(), name, condition)).await {
-        Ok(Ok(object)) => Ok((object, started.elapsed())),
-        Ok(Err(e)) => Err(Expired { now: api.get_opt(name).await.ok().flatten(), watch_error: Some(e.to_string()) }),
-        Err(_) => Err(Expired { now: api.get_opt(name).await.ok().flatten(), watch_error: None }),
+    let mut watch_error = None;
+    while let Some(left) = timeout.checked_sub(started.elapsed()) {
+        match tokio::time::timeout(left, await_condition(api.clone(), name, condition.clone())).await {
+            Ok(Ok(object)) => return Ok((object, started.elapsed())),
+            Ok(Err(e)) => {
+                watch_error = Some(e.to_string());
+                tokio::time::sleep(Duration::from_millis(200).min(left)).await;
+            }
+            Err(_) => break,
+        }
     }
+    Err(Expired { now: api.get_opt(name).await.ok().flatten(), watch_error })
 }
 
 /// Runs `during` while watching what `api` lists with the field selector `fields`, and for
@@ -103,8 +116,15 @@ where
 #[derive(Debug)]
 pub struct Expired<K> {
     pub now: Option<K>,
-    /// The watch failed before the time was up.
+    /// The watch's last error, if it failed (and was started again) before the time was up.
     pub watch_error: Option<String>,
+}
+
+impl<K> Expired<K> {
+    /// " (the watch's last error: …)" where the watch failed, for a failure's reason.
+    pub fn watch_note(&self) -> String {
+        self.watch_error.as_ref().map(|e| format!(" (the watch's last error: {e})")).unwrap_or_default()
+    }
 }
 
 /// The named conditions scenarios wait for.
@@ -112,22 +132,22 @@ pub mod conditions {
     use super::*;
 
     /// The object does not exist (never did, or was deleted).
-    pub fn gone<K>() -> impl Condition<K> {
+    pub fn gone<K>() -> impl Condition<K> + Clone {
         |object: Option<&K>| object.is_none()
     }
 
     /// The pod exists and is in `phase`.
-    pub fn pod_phase(phase: &'static str) -> impl Condition<Pod> {
+    pub fn pod_phase(phase: &'static str) -> impl Condition<Pod> + Clone {
         move |pod: Option<&Pod>| phase_of(pod) == Some(phase)
     }
 
     /// The scheduler has said no: `PodScheduled=False`.
-    pub fn pod_unschedulable() -> impl Condition<Pod> {
+    pub fn pod_unschedulable() -> impl Condition<Pod> + Clone {
         |pod: Option<&Pod>| unschedulable(pod).is_some()
     }
 
     /// The pod's status names the claim generated for its first claim.
-    pub fn pod_claim_named() -> impl Condition<Pod> {
+    pub fn pod_claim_named() -> impl Condition<Pod> + Clone {
         |pod: Option<&Pod>| {
             pod.and_then(|p| p.status.as_ref()?.resource_claim_statuses.as_ref())
                 .is_some_and(|s| s.iter().any(|s| s.resource_claim_name.is_some()))
@@ -135,17 +155,17 @@ pub mod conditions {
     }
 
     /// The claim exists and has devices allocated.
-    pub fn claim_allocated() -> impl Condition<ResourceClaim> {
+    pub fn claim_allocated() -> impl Condition<ResourceClaim> + Clone {
         |claim: Option<&ResourceClaim>| claim.is_some_and(|c| devices_of(c) > 0)
     }
 
     /// The claim exists and has no allocation.
-    pub fn claim_deallocated() -> impl Condition<ResourceClaim> {
+    pub fn claim_deallocated() -> impl Condition<ResourceClaim> + Clone {
         |claim: Option<&ResourceClaim>| claim.is_some_and(|c| devices_of(c) == 0)
     }
 
     /// The claim exists, with no allocation and no consumer left in `reservedFor`.
-    pub fn claim_released() -> impl Condition<ResourceClaim> {
+    pub fn claim_released() -> impl Condition<ResourceClaim> + Clone {
         |claim: Option<&ResourceClaim>| {
             claim.is_some_and(|c| {
                 let status = c.status.as_ref();

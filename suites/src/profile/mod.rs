@@ -27,7 +27,7 @@ pub use model::{
     Allocation, CapacityRecovery, ClassSource, DriverRestart, Guarantees, Impossible, ImpossibleVariant, Isolation,
     IsolationMode, Limits, Metadata, NodeRemoval, NodeRestart, Profile, Retention, Versions,
 };
-pub use version::{Version, VersionReq};
+pub use version::{Version, VersionError, VersionReq};
 
 pub const API_VERSION: &str = "dracheck.io/v1alpha1";
 pub const KIND: &str = "DeviceProfile";

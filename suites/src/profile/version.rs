@@ -14,6 +14,21 @@ use std::fmt;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
+/// Why a version or a version requirement does not parse; the message names the form to write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    #[error("{0:?} is not a version (major.minor or major.minor.patch, e.g. 1.34 or 1.34.2)")]
+    NotAVersion(String),
+    #[error("{0:?} is not a version requirement: an empty part (write e.g. \">=1.34\" or \">=1.34, <2.0\")")]
+    EmptyPart(String),
+    #[error(
+        "{text:?} is not a version requirement{}: write an operator (>=, >, <, <=, =) and a version \
+         major.minor[.patch], e.g. \">=1.34\"; join several with commas",
+        part.as_ref().map(|p| format!(" (in {p:?})")).unwrap_or_default()
+    )]
+    NotARequirement { text: String, part: Option<String> },
+}
+
 /// A released version: `major.minor.patch` (a missing patch reads as 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Version {
@@ -24,7 +39,7 @@ pub struct Version {
 
 impl Version {
     /// Parses `1.37`, `1.37.2`, `v1.37.2`, `1.38.0-beta.0`, `550.54.15+build`.
-    pub fn parse(text: &str) -> Result<Version, String> {
+    pub fn parse(text: &str) -> Result<Version, VersionError> {
         let (major, minor, patch) = parse_numbers(text, true)?;
         Ok(Version { major, minor, patch: patch.unwrap_or(0) })
     }
@@ -38,8 +53,8 @@ impl fmt::Display for Version {
 
 /// `major.minor[.patch]` with an optional `v` prefix; the suffix after `-` or `+` is dropped
 /// when `suffix_ok`.
-fn parse_numbers(text: &str, suffix_ok: bool) -> Result<(u64, u64, Option<u64>), String> {
-    let bad = || format!("{text:?} is not a version (major.minor or major.minor.patch, e.g. 1.34 or 1.34.2)");
+fn parse_numbers(text: &str, suffix_ok: bool) -> Result<(u64, u64, Option<u64>), VersionError> {
+    let bad = || VersionError::NotAVersion(text.to_string());
     let trimmed = text.trim();
     let unprefixed = trimmed.strip_prefix('v').unwrap_or(trimmed);
     let core = match unprefixed.find(['-', '+']) {
@@ -124,25 +139,20 @@ pub struct VersionReq {
 }
 
 impl VersionReq {
-    pub fn parse(text: &str) -> Result<VersionReq, String> {
+    pub fn parse(text: &str) -> Result<VersionReq, VersionError> {
         let mut bounds = Vec::new();
         for raw in text.split(',') {
             let part = raw.trim();
             if part.is_empty() {
-                return Err(format!(
-                    "{text:?} is not a version requirement: an empty part (write e.g. \">=1.34\" or \">=1.34, <2.0\")"
-                ));
+                return Err(VersionError::EmptyPart(text.to_string()));
             }
             let (op, rest) = [(">=", Op::Ge), ("<=", Op::Le), (">", Op::Gt), ("<", Op::Lt), ("=", Op::Eq)]
                 .iter()
                 .find_map(|(prefix, op)| part.strip_prefix(prefix).map(|rest| (*op, rest)))
                 .unwrap_or((Op::Eq, part));
-            let (major, minor, patch) = parse_numbers(rest, false).map_err(|_| {
-                let which = if part == text.trim() { String::new() } else { format!(" (in {part:?})") };
-                format!(
-                    "{text:?} is not a version requirement{which}: write an operator (>=, >, <, <=, =) and a version \
-                     major.minor[.patch], e.g. \">=1.34\"; join several with commas"
-                )
+            let (major, minor, patch) = parse_numbers(rest, false).map_err(|_| VersionError::NotARequirement {
+                text: text.to_string(),
+                part: (part != text.trim()).then(|| part.to_string()),
             })?;
             bounds.push(Bound { op, major, minor, patch });
         }
@@ -160,7 +170,7 @@ impl VersionReq {
     }
 
     /// Like [`VersionReq::matches`], but says why a version does not parse.
-    pub fn try_matches(&self, version: &str) -> Result<bool, String> {
+    pub fn try_matches(&self, version: &str) -> Result<bool, VersionError> {
         Ok(self.matches_version(&Version::parse(version)?))
     }
 }
@@ -178,7 +188,7 @@ impl fmt::Display for VersionReq {
 }
 
 impl std::str::FromStr for VersionReq {
-    type Err = String;
+    type Err = VersionError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         VersionReq::parse(s)
     }

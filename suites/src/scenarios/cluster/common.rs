@@ -8,10 +8,9 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams, LogParams};
 
-use crate::adapters::DeviceKey;
-
-use crate::engine::Ctx;
+use crate::adapters::{DeviceKey, SeenOther};
 use crate::engine::wait::conditions;
+use crate::engine::{ApiContext, Ctx, ScenarioError};
 
 /// The device names allocated to a claim.
 pub fn device_names(claim: &ResourceClaim) -> Vec<String> {
@@ -19,10 +18,14 @@ pub fn device_names(claim: &ResourceClaim) -> Vec<String> {
 }
 
 /// Waits until the claim is allocated; returns it and the time it took.
-pub async fn allocated(ctx: &Ctx<'_>, claim: &str, timeout: Duration) -> Result<(ResourceClaim, Duration), String> {
+pub async fn allocated(
+    ctx: &Ctx<'_>,
+    claim: &str,
+    timeout: Duration,
+) -> Result<(ResourceClaim, Duration), ScenarioError> {
     match ctx.wait_claim(claim, conditions::claim_allocated(), timeout).await {
         Ok((Some(c), took)) => Ok((c, took)),
-        _ => Err(format!("claim {claim} was not allocated within {}s", timeout.as_secs())),
+        _ => Err(ScenarioError::timeout(format!("claim {claim} was not allocated"), timeout)),
     }
 }
 
@@ -38,10 +41,21 @@ pub async fn log(ctx: &Ctx<'_>, pod: &str) -> String {
     ctx.api::<Pod>().logs(pod, &LogParams::default()).await.unwrap_or_else(|e| format!("(no log: {e})"))
 }
 
+/// Why a workload's devices are not those of its claim, or could not be looked at.
+#[derive(Debug, thiserror::Error)]
+pub enum NotSeen {
+    #[error(transparent)]
+    Other(#[from] SeenOther),
+    #[error("device {device} of pool {pool} was allocated but no slice publishes its {attribute}")]
+    Unpublished { device: String, pool: String, attribute: String },
+    #[error(transparent)]
+    Unreadable(#[from] ScenarioError),
+}
+
 /// Whether the workload `pod` sees exactly the devices allocated to `claim`, by the driver
 /// adapter's reading of its log. `Ok(None)`: the suite knows no way to check it for this
 /// driver.
-pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Option<String>, String> {
+pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Option<String>, NotSeen> {
     let workload = &ctx.target.adapter.workload;
     let Some(seen) = workload.seen else { return Ok(None) };
     let devices = match workload.key {
@@ -54,22 +68,26 @@ pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Opt
     let last = ctx.poll_until(Duration::from_secs(15), || log(ctx, pod), |l| check(l, devices).is_ok()).await;
     match last {
         Ok(_) => Ok(Some(format!("the workload sees exactly {devices:?}"))),
-        Err(l) => Err(check(&l, devices).err().unwrap_or_default()),
+        Err(l) => Err(check(&l, devices).expect_err("the poll ended without a match").into()),
     }
 }
 
 /// The `name` attribute of each device allocated to `claim`, as its slice publishes it.
-async fn attribute_of_allocated(ctx: &Ctx<'_>, claim: &ResourceClaim, name: &str) -> Result<Vec<String>, String> {
+async fn attribute_of_allocated(ctx: &Ctx<'_>, claim: &ResourceClaim, name: &str) -> Result<Vec<String>, NotSeen> {
     let driver = &ctx.target.driver.name;
     let api: Api<ResourceSlice> = Api::all(ctx.client());
     let lp = ListParams::default().fields(&format!("spec.driver={driver}"));
-    let slices = api.list(&lp).await.map_err(|e| format!("listing the driver's slices: {e}"))?.items;
+    let slices = api.list(&lp).await.doing(|| "listing the driver's slices".into())?.items;
     let mut out = Vec::new();
     for (_, pool, device) in Ctx::allocated(claim) {
         let value = published::find_device(&slices, driver, &pool, &device)
             .and_then(|d| published::attribute(d, driver, name))
             .map(published::attribute_value)
-            .ok_or_else(|| format!("device {device} of pool {pool} was allocated but no slice publishes its {name}"))?;
+            .ok_or_else(|| NotSeen::Unpublished {
+                device: device.clone(),
+                pool: pool.clone(),
+                attribute: name.into(),
+            })?;
         out.push(value);
     }
     Ok(out)
@@ -85,16 +103,27 @@ pub fn secs(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
-/// Waits until the pod runs (`Ok`) or the scheduler refuses it (`Err` with the message);
-/// `None` if neither happens within `timeout`.
-pub async fn runs_or_refused(ctx: &Ctx<'_>, pod: &str, timeout: Duration) -> Option<Result<(), String>> {
+/// What became of a pod: it runs, or the scheduler refused it (with its message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    Runs,
+    Refused(String),
+}
+
+/// Waits until the pod runs or the scheduler refuses it; `None` if neither happens within
+/// `timeout`.
+pub async fn runs_or_refused(ctx: &Ctx<'_>, pod: &str, timeout: Duration) -> Option<Decided> {
     let decided = ctx
         .poll_until(
             timeout,
             || async {
                 let running =
                     ctx.get_pod(pod).await.and_then(|p| p.status).and_then(|s| s.phase).is_some_and(|p| p == "Running");
-                if running { Some(Ok(())) } else { ctx.unschedulable(pod).await.map(|(_, m)| Err(m)) }
+                if running {
+                    Some(Decided::Runs)
+                } else {
+                    ctx.unschedulable(pod).await.map(|(_, m)| Decided::Refused(m))
+                }
             },
             |v| v.is_some(),
         )

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::common::{allocated, device_names, secs, sees};
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -16,7 +16,7 @@ pub static SCENARIO: Scenario = Scenario {
     run: crate::scenario_fn!(run),
 };
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let within = Duration::from_secs(ctx.profile().guarantees.allocation.as_ref().map_or(30, |a| a.within_seconds));
     ctx.phase("a claim of the profile's shape and a pod using it");
     ctx.create(&ctx.profile_claim("compatible")).await?;
@@ -27,7 +27,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         Err(e) => {
             let why = match ctx.unschedulable("consumer").await {
                 Some((_, message)) => format!("{e}; the scheduler says: {message}"),
-                None => e,
+                None => e.to_string(),
             };
             ctx.fail(ids::CLAIM_COMPATIBLE_ALLOCATED, why, ctx.evidence("consumer").await);
             ctx.fail(ids::WORKLOAD_SEES_DEVICES, "no devices were allocated", Vec::new());

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::common::{allocated, device_names};
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -25,7 +25,7 @@ async fn slice_uids(ctx: &Ctx<'_>) -> BTreeSet<String> {
     ctx.slices_of(&ctx.node).await.into_iter().filter_map(|s| s.metadata.uid).collect()
 }
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let max_downtime = ctx.profile().guarantees.driver_restart.as_ref().map_or(10, |d| d.max_downtime_seconds);
     ctx.phase("a workload before the restart");
     ctx.create(&ctx.profile_claim("before")).await?;
@@ -44,10 +44,10 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
     let (downtime, vanished) = crate::engine::wait::ever_empty(slices, &fields, restart, Duration::from_secs(3)).await;
     let downtime = downtime?;
     if downtime.as_secs() > max_downtime {
-        return Err(format!(
+        return Err(ScenarioError::Unmet(format!(
             "the restart took {:.1}s, more than the profile's {max_downtime}s",
             downtime.as_secs_f64()
-        ));
+        )));
     }
     let slices_after = slice_uids(ctx).await;
     ctx.check(

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::common::runs_or_refused;
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use super::common::{Decided, runs_or_refused};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -19,7 +19,7 @@ pub static SCENARIO: Scenario = Scenario {
 /// More claims than any node here has devices for ends the fill even if nothing blocks.
 const MAX_FILL: usize = 32;
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::CAPACITY_RECOVERED;
     let within =
         Duration::from_secs(ctx.profile().guarantees.capacity_recovery.as_ref().map_or(30, |c| c.within_seconds));
@@ -31,8 +31,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         ctx.create(&ctx.profile_claim(&name)).await?;
         ctx.create(&ctx.pod(&name).claim("devices", &name).command("sleep 3600").build()).await?;
         match runs_or_refused(ctx, &name, Duration::from_secs(30)).await {
-            Some(Ok(())) => running.push(name),
-            Some(Err(_)) => {
+            Some(Decided::Runs) => running.push(name),
+            Some(Decided::Refused(_)) => {
                 waiting = Some(name);
                 break;
             }

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 
 use super::common::{allocated, wait_unschedulable};
 use crate::engine::wait::conditions;
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::{ImpossibleVariant, ids};
 use crate::result::Evidence;
 
@@ -34,7 +34,7 @@ pub static SCENARIO: Scenario = Scenario {
 
 const MISSING_CLASS: &str = "dracheck-no-such-class";
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let variants = ctx.profile().guarantees.impossible.as_ref().map(|i| i.variants.clone()).unwrap_or_default();
     let mut asked = Vec::new();
     for (i, variant) in variants.iter().enumerate() {
@@ -52,7 +52,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         };
         ctx.phase(&format!("asking for {what}"));
         let name = format!("impossible-{i}");
-        let Some(claim) = impossible_claim(ctx, variant, &name).await? else {
+        let Some(claim) = impossible_claim(ctx, variant, &name).await else {
             let why = "the driver publishes no capacity to ask too much of";
             ctx.skip(id, why);
             asked.push(Asked::Skipped { variant: *variant, why });
@@ -161,7 +161,7 @@ async fn check_explained(
     ctx: &Ctx<'_>,
     cases: &[(ImpossibleVariant, String, String)],
     skipped: Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), ScenarioError> {
     let total = cases.len();
     let mut explanations = Vec::new();
     for (variant, name, message) in cases {
@@ -182,7 +182,7 @@ async fn check_explained(
         ctx.phase(&format!("explaining {name}"));
         match explains(ctx, *variant, name).await {
             Ok(e) => explanations.extend(e),
-            Err((why, e)) => ctx.fail(ids::CLAIM_IMPOSSIBLE_EXPLAINED, why, e),
+            Err(NotExplained { reason, evidence }) => ctx.fail(ids::CLAIM_IMPOSSIBLE_EXPLAINED, reason, evidence),
         }
         // The fix: the same pod with a claim of the profile's own shape.
         ctx.phase(&format!("fixing {name}"));
@@ -191,9 +191,9 @@ async fn check_explained(
             .delete(name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() })
             .await;
         let _ = ctx.api::<ResourceClaim>().delete(name, &DeleteParams::default()).await;
-        ctx.wait_pod(name, conditions::gone(), Duration::from_secs(30))
-            .await
-            .map_err(|_| format!("pod {name} was not deleted"))?;
+        ctx.wait_pod(name, conditions::gone(), Duration::from_secs(30)).await.map_err(|_| {
+            ScenarioError::timeout(format!("pod {name} was not gone after its deletion"), Duration::from_secs(30))
+        })?;
         let fixed = format!("{name}-fixed");
         ctx.create(&ctx.profile_claim(&fixed)).await?;
         ctx.create(&ctx.pod(&fixed).claim("devices", &fixed).command("sleep 3600").build()).await?;
@@ -223,15 +223,11 @@ async fn check_explained(
 
 /// `cargo xtask explain` of the refused pod names the cause `variant` built in. Either way the
 /// explanation comes back as evidence; `Err` carries the failure.
-async fn explains(
-    ctx: &Ctx<'_>,
-    variant: ImpossibleVariant,
-    pod: &str,
-) -> Result<Vec<Evidence>, (String, Vec<Evidence>)> {
+async fn explains(ctx: &Ctx<'_>, variant: ImpossibleVariant, pod: &str) -> Result<Vec<Evidence>, NotExplained> {
     use dracheck_explain::Cause;
     let e = dracheck_explain::explain(&ctx.client(), &ctx.ns, pod)
         .await
-        .map_err(|e| (format!("explain of pod {pod} failed: {e}"), Vec::new()))?;
+        .map_err(|e| NotExplained { reason: format!("explain of pod {pod} failed: {e}"), evidence: Vec::new() })?;
     let text = dracheck_explain::text(&e);
     let evidence = vec![Evidence { title: format!("cargo xtask explain {}/{pod}", ctx.ns), body: text.clone() }];
     let named = e.causes.iter().any(|c| match variant {
@@ -245,24 +241,26 @@ async fn explains(
     });
     if e.fits || !named {
         let causes: Vec<String> = e.causes.iter().map(|c| c.describe()).collect();
-        return Err((
-            format!(
+        return Err(NotExplained {
+            reason: format!(
                 "explain of pod {pod} ({variant:?}) {}: {}",
                 if e.fits { "says it fits" } else { "names another cause" },
                 if causes.is_empty() { "no cause".to_string() } else { causes.join("; ") }
             ),
             evidence,
-        ));
+        });
     }
     Ok(evidence)
 }
 
+/// `explain` did not name the cause of an impossible claim: why, with its output.
+struct NotExplained {
+    reason: String,
+    evidence: Vec<Evidence>,
+}
+
 /// The profile's claim bent into `variant`; `None` when the variant cannot be built here.
-async fn impossible_claim(
-    ctx: &Ctx<'_>,
-    variant: &ImpossibleVariant,
-    name: &str,
-) -> Result<Option<ResourceClaim>, String> {
+async fn impossible_claim(ctx: &Ctx<'_>, variant: &ImpossibleVariant, name: &str) -> Option<ResourceClaim> {
     let driver = &ctx.target.driver.name;
     let claim = ctx.profile().claim();
     let claim = match variant {
@@ -272,12 +270,12 @@ async fn impossible_claim(
         }
         ImpossibleVariant::CountAboveInventory => claim.count(most_on_one_node(ctx).await + 1),
         ImpossibleVariant::CapacityTooLarge => {
-            let Some((capacity, max)) = largest_capacity(ctx).await else { return Ok(None) };
-            let Some(twice) = twice(&max) else { return Ok(None) };
+            let (capacity, max) = largest_capacity(ctx).await?;
+            let twice = twice(&max)?;
             claim.selector(&format!("device.capacity[{driver:?}].{capacity}.compareTo(quantity(\"{twice}\")) >= 0"))
         }
     };
-    Ok(Some(claim.claim(&ctx.ns, name)))
+    Some(claim.claim(&ctx.ns, name))
 }
 
 async fn driver_slices(ctx: &Ctx<'_>) -> Vec<ResourceSlice> {

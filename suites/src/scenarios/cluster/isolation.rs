@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::common::{allocated, device_names, runs_or_refused, sees};
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use super::common::{Decided, allocated, device_names, runs_or_refused, sees};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::{IsolationMode, ids};
 
 pub static SCENARIO: Scenario = Scenario {
@@ -16,16 +16,21 @@ pub static SCENARIO: Scenario = Scenario {
     run: crate::scenario_fn!(run),
 };
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
-    let mode =
-        ctx.profile().guarantees.isolation.as_ref().map(|i| i.mode).ok_or("the profile promises no isolation")?;
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
+    let mode = ctx
+        .profile()
+        .guarantees
+        .isolation
+        .as_ref()
+        .map(|i| i.mode)
+        .ok_or_else(|| ScenarioError::Unmet("the profile promises no isolation".into()))?;
     match mode {
         IsolationMode::Exclusive => exclusive(ctx).await,
         IsolationMode::Shared => shared(ctx).await,
     }
 }
 
-async fn exclusive(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn exclusive(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::ISOLATION_EXCLUSIVE;
     ctx.phase("two claims, two pods");
     for name in ["first", "second"] {
@@ -41,7 +46,7 @@ async fn exclusive(ctx: &Ctx<'_>) -> Result<(), String> {
     let Some(b) = second else {
         // Only one claim fits the node: nothing was shared, but nothing could be compared.
         let how = match decided {
-            Some(Err(message)) => format!("the scheduler refused it: {message}"),
+            Some(Decided::Refused(message)) => format!("the scheduler refused it: {message}"),
             _ => "it stays unallocated".to_string(),
         };
         ctx.pass(id, format!("only one claim fits on {}: the second was not given {a_devices:?}; {how}", ctx.node));
@@ -86,7 +91,7 @@ fn exclusive_reason(a: &[String], b: &[String], unread: Option<&str>) -> String 
     }
 }
 
-async fn shared(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn shared(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::ISOLATION_SHARED;
     ctx.phase("one claim, two pods");
     ctx.create(&ctx.profile_claim("shared")).await?;
@@ -99,7 +104,7 @@ async fn shared(ctx: &Ctx<'_>) -> Result<(), String> {
             return Ok(());
         }
     }
-    let claim = ctx.get_claim("shared").await.ok_or("the shared claim is gone")?;
+    let claim = ctx.get_claim("shared").await.ok_or_else(|| ScenarioError::Unmet("the shared claim is gone".into()))?;
     let devices = device_names(&claim);
     let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref()).map_or(0, |r| r.len());
     let mut read = true;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::common::claim_of;
 use crate::engine::wait::conditions;
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -24,7 +24,7 @@ pub static SCENARIO: Scenario = Scenario {
 
 const DONE: Duration = Duration::from_secs(60);
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     ctx.phase("a short job on a template claim and one on a standalone claim");
     ctx.create(&ctx.profile().claim().template(&ctx.ns, "job")).await?;
     // Long enough that the generated claim is still there to be read when its name shows.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::common::{allocated, device_names, sees};
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -16,7 +16,7 @@ pub static SCENARIO: Scenario = Scenario {
     run: crate::scenario_fn!(run),
 };
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::LIMITS_MAX_DEVICES_PER_CLAIM;
     let max = ctx
         .profile()
@@ -24,7 +24,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         .limits
         .as_ref()
         .map(|l| l.max_devices_per_claim)
-        .ok_or("the profile sets no limits")?;
+        .ok_or_else(|| ScenarioError::Unmet("the profile sets no limits".into()))?;
     ctx.phase(&format!("a claim for {max} devices"));
     ctx.create(&ctx.profile().claim().count(max).claim(&ctx.ns, "at-limit")).await?;
     ctx.create(&ctx.workload("at-limit").claim("devices", "at-limit").build()).await?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::common::allocated;
 use crate::engine::wait::conditions;
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -22,7 +22,7 @@ pub static SCENARIO: Scenario = Scenario {
     run: crate::scenario_fn!(run),
 };
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     ctx.phase(&format!("a workload on {}", ctx.node));
     ctx.create(&ctx.profile_claim("pinned")).await?;
     ctx.create(&ctx.pod("victim").claim("devices", "pinned").command("sleep 3600").build()).await?;
@@ -48,19 +48,19 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
             ids::NODE_REMOVAL_PODS_GONE,
             format!("the node's pod was deleted {:.1}s after the node", took.as_secs_f64()),
         ),
-        Err(_) => ctx.fail(
+        Err(expired) => ctx.fail(
             ids::NODE_REMOVAL_PODS_GONE,
-            "the pod of the removed node still exists after 120s",
+            format!("the pod of the removed node still exists after 120s{}", expired.watch_note()),
             ctx.evidence("victim").await,
         ),
     }
     let released = ctx.wait_claim("pinned", conditions::claim_deallocated(), Duration::from_secs(60)).await;
     match released {
         Ok(_) => ctx.pass(ids::NODE_REMOVAL_CLAIMS_DEALLOCATED, "the claim of the removed node's pod was deallocated"),
-        Err(_) => {
+        Err(expired) => {
             ctx.fail(
                 ids::NODE_REMOVAL_CLAIMS_DEALLOCATED,
-                "the claim is still allocated to the removed node after 60s",
+                format!("the claim is still allocated to the removed node after 60s{}", expired.watch_note()),
                 Vec::new(),
             );
             return Ok(());

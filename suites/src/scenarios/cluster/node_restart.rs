@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::common::{allocated, secs};
 use crate::engine::wait::conditions;
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -37,7 +37,7 @@ async fn slices(ctx: &Ctx<'_>) -> (BTreeSet<String>, BTreeSet<String>) {
     (uids, devices)
 }
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::NODE_RESTART_DRIVER_RECOVERS;
     ctx.phase("a running workload");
     ctx.create(&ctx.profile_claim("survivor")).await?;
@@ -49,10 +49,15 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
         let prepared = ctx.target.prepared_claims(&ctx.node).await.unwrap_or_default();
         prepared.into_iter().find(|(u, _)| *u == uid).map(|(_, ids)| ids)
     };
-    let before = checkpointed().await.ok_or("the claim is not in the kubelet's checkpoint")?;
+    let before = checkpointed()
+        .await
+        .ok_or_else(|| ScenarioError::Unmet("the claim is not in the kubelet's checkpoint".into()))?;
     let (uids_before, devices_before) = slices(ctx).await;
     if devices_before.is_empty() {
-        return Err(format!("the driver publishes no devices on {} before the restart", ctx.node));
+        return Err(ScenarioError::Unmet(format!(
+            "the driver publishes no devices on {} before the restart",
+            ctx.node
+        )));
     }
 
     ctx.phase(&format!("restarting the kubelet of {}", ctx.node));

@@ -1,6 +1,6 @@
 //! The Kubernetes and driver versions of the run satisfy the profile's requirements.
 
-use crate::engine::{Ctx, Role, Scenario, Tier};
+use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
 pub static SCENARIO: Scenario = Scenario {
@@ -12,7 +12,7 @@ pub static SCENARIO: Scenario = Scenario {
     run: crate::scenario_fn!(run),
 };
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let Some(versions) = ctx.profile().guarantees.versions.as_ref() else { return Ok(()) };
     let checks = [
         (

@@ -2,15 +2,15 @@
 //! of one of them, as a CDI-enabled runtime requires before it starts a container.
 
 use super::harness::PluginNode;
-use crate::engine::Ctx;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::{PLUGIN_CDI_RESOLVABLE as RESOLVABLE, PLUGIN_CDI_VALID as VALID};
 
 super::plugin_scenario!("plugin-cdi", [VALID, RESOLVABLE]);
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx).await?;
-    let claim = node.allocate("cdi", &node.name, &[devices.first().ok_or("the inventory is empty")?]).await?;
-    let prepared = node.prepared(&claim).await.map_err(|e| format!("prepare failed: {e}"))?;
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
+    let device = super::first_device(node, ctx).await?;
+    let claim = node.allocate("cdi", &node.name, &[&device]).await?;
+    let prepared = node.prepared(&claim).await.map_err(|source| ScenarioError::Prepare { step: "prepare", source })?;
     let registry = match node.cdi_devices() {
         Ok(r) => {
             ctx.pass(VALID, format!("the CDI dir's spec files parse and define {} device(s)", r.len()));

@@ -2,12 +2,12 @@
 //! devices the driver defines for the whole node, before any claim, are shared by design).
 
 use super::harness::PluginNode;
-use crate::engine::Ctx;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_PREPARE_CONCURRENT as ID;
 
 super::plugin_scenario!("plugin-concurrent", [ID]);
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let devices = super::oracle_devices(node, ctx).await?;
     let mut claims = Vec::new();
     for (i, d) in devices.iter().take(4).enumerate() {

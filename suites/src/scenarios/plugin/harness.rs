@@ -18,6 +18,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use crate::engine::Ctx;
 use crate::engine::target::{PLUGIN_TIER_LABEL, PluginAccess};
 use crate::result::Evidence;
+use dracheck_clusters::ClusterError;
+use dracheck_kubelet_api::SocketError;
 
 /// A kubelet gives up on a call after 45 s; the suite waits less so that a hanging driver
 /// fails its check instead of stalling the run.
@@ -47,7 +49,7 @@ impl PluginNode {
         ctx.target.plugin.as_ref()
     }
 
-    pub async fn start(ctx: &Ctx<'_>, access: &PluginAccess) -> Result<PluginNode, String> {
+    pub async fn start(ctx: &Ctx<'_>, access: &PluginAccess) -> Result<PluginNode, HarnessError> {
         let name = format!("dracheck-plugin-{}", ctx.ns.rsplit('-').next().unwrap_or("x"))
             + "-"
             + &ctx.scenario.replace('_', "-");
@@ -61,8 +63,10 @@ impl PluginNode {
             time_added: None,
         }]);
         let nodes: Api<Node> = Api::all(client.clone());
-        let created =
-            nodes.create(&PostParams::default(), &node).await.map_err(|e| format!("creating node {name}: {e}"))?;
+        let created = nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .map_err(|source| HarnessError::Api { doing: format!("creating node {name}"), source })?;
         let status = serde_json::json!({ "status": node.status });
         let _ = nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
         let cfg = NodeConfig {
@@ -72,9 +76,9 @@ impl PluginNode {
             wipe_delay: Duration::from_secs(30),
             call_timeout: CALL_TIMEOUT,
         };
-        cfg.create_dirs().map_err(|e| format!("creating {}: {e}", cfg.root.display()))?;
+        cfg.create_dirs().map_err(|source| HarnessError::Dir { path: cfg.root.clone(), source })?;
         let driver = DriverInstance::start(&access.spec, &cfg, &access.kubeconfig, Lifetime::Attached)
-            .map_err(|e| e.to_string())?;
+            .map_err(HarnessError::Start)?;
         let mut pn = PluginNode {
             name,
             uid: created.metadata.uid.unwrap_or_default(),
@@ -94,7 +98,7 @@ impl PluginNode {
         self.cfg.registry_dir().join(format!("{}-reg.sock", self.driver_name))
     }
 
-    async fn wait_registered(&self) -> Result<(), String> {
+    async fn wait_registered(&self) -> Result<(), HarnessError> {
         let mut last = None;
         for _ in 0..150 {
             match self.info().await {
@@ -102,22 +106,22 @@ impl PluginNode {
                 Err(e) => last = Some(e),
             }
             if let Some(other) = self.registered_elsewhere().await {
-                return Err(format!(
-                    "the driver registers as {other:?}, not as {}; its log:\n{}",
-                    self.driver_name,
-                    self.driver.log_tail(15)
-                ));
+                return Err(HarnessError::OtherName {
+                    registered: other,
+                    expected: self.driver_name.clone(),
+                    log: self.driver.log_tail(15),
+                });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         // A socket that is there but answers GetInfo wrongly is a different fault from no
         // socket at all: say which, with the call's error.
         let socket = self.registration_socket();
-        let what = match last {
-            Some(e) if socket.exists() => format!("answered no GetInfo on {} within 30s ({e})", socket.display()),
-            _ => format!("offered no registration socket {} within 30s", socket.display()),
-        };
-        Err(format!("the driver {what}; its log:\n{}", self.driver.log_tail(15)))
+        let log = self.driver.log_tail(15);
+        Err(match last {
+            Some(error) if socket.exists() => HarnessError::NoInfo { socket, error: Box::new(error), log },
+            _ => HarnessError::NoSocket { socket, log },
+        })
     }
 
     /// The name a plugin gives on another registration socket of the node, as kubelet's
@@ -138,8 +142,8 @@ impl PluginNode {
     }
 
     /// GetInfo on the registration socket; `NotifyRegistrationStatus` follows as kubelet does.
-    pub async fn info(&self) -> Result<PluginInfo, String> {
-        let channel = connect_unix_as_plugin_watcher(self.registration_socket()).await.map_err(|e| e.to_string())?;
+    pub async fn info(&self) -> Result<PluginInfo, HarnessError> {
+        let channel = connect_unix_as_plugin_watcher(self.registration_socket()).await?;
         let mut reg = RegistrationClient::new(channel);
         let info = timed(reg.get_info(InfoRequest {})).await?.into_inner();
         timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: true, error: String::new() }))
@@ -151,16 +155,18 @@ impl PluginNode {
     async fn dra(&self) -> Result<DraClient, PrepareError> {
         let registered = kubelet::register(&self.registration_socket(), CALL_TIMEOUT)
             .await
-            .map_err(|e| PrepareError::Call(e.to_string()))?;
+            .map_err(|e| PrepareError::Register(e.to_string()))?;
         Ok(registered.client)
     }
 
     /// A claim allocated by hand to `devices` of `pool`, reserved for a pod that does not exist.
-    pub async fn allocate(&self, name: &str, pool: &str, devices: &[&str]) -> Result<Claim, String> {
+    pub async fn allocate(&self, name: &str, pool: &str, devices: &[&str]) -> Result<Claim, HarnessError> {
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &self.ns);
         let claim = dracheck_objects::claim(&self.ns, name, "dracheck-plugin-tier", devices.len().max(1) as i64, &[]);
-        let created =
-            claims.create(&PostParams::default(), &claim).await.map_err(|e| format!("creating claim {name}: {e}"))?;
+        let created = claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .map_err(|source| HarnessError::Api { doing: format!("creating claim {name}"), source })?;
         let results: Vec<_> = devices
             .iter()
             .map(|d| serde_json::json!({ "request": "req", "driver": self.driver_name, "pool": pool, "device": d }))
@@ -172,7 +178,7 @@ impl PluginNode {
         claims
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
-            .map_err(|e| format!("allocating claim {name}: {e}"))?;
+            .map_err(|source| HarnessError::Api { doing: format!("allocating claim {name}"), source })?;
         Ok(Claim { namespace: self.ns.clone(), uid: created.metadata.uid.unwrap_or_default(), name: name.into() })
     }
 
@@ -189,8 +195,9 @@ impl PluginNode {
     }
 
     /// Every CDI device the spec files in the node's CDI dir define (`kind=name` → env).
-    pub fn cdi_devices(&self) -> Result<BTreeMap<String, Vec<String>>, String> {
-        cdi::load_registry(&self.cfg.cdi_dir())
+    pub fn cdi_devices(&self) -> Result<BTreeMap<String, Vec<String>>, HarnessError> {
+        let dir = self.cfg.cdi_dir();
+        cdi::load_registry(&dir).map_err(|reason| HarnessError::Cdi { dir, reason })
     }
 
     /// The CDI device IDs a prepare answer gives its claim alone: all but the node-wide ones.
@@ -204,10 +211,10 @@ impl PluginNode {
     }
 
     /// A crash and a start on the same dirs.
-    pub async fn restart(&mut self) -> Result<(), String> {
+    pub async fn restart(&mut self) -> Result<(), HarnessError> {
         self.driver.kill();
         // A killed plugin leaves its sockets; wait for the new instance to replace them.
-        self.driver.start_again().map_err(|e| e.to_string())?;
+        self.driver.start_again().map_err(HarnessError::Start)?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         self.wait_registered().await
     }
@@ -225,13 +232,47 @@ impl PluginNode {
     }
 }
 
+/// Why the suite's own node could not be set up, or could not reach the driver's registration.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("{doing}: {source}")]
+    Api {
+        doing: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("creating {}: {source}", path.display())]
+    Dir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the driver: {0}")]
+    Start(#[source] ClusterError),
+    #[error("the driver registers as {registered:?}, not as {expected}; its log:\n{log}")]
+    OtherName { registered: String, expected: String, log: String },
+    #[error("the driver answered no GetInfo on {} within 30s ({error}); its log:\n{log}", socket.display())]
+    NoInfo { socket: std::path::PathBuf, error: Box<HarnessError>, log: String },
+    #[error("the driver offered no registration socket {} within 30s; its log:\n{log}", socket.display())]
+    NoSocket { socket: std::path::PathBuf, log: String },
+    #[error(transparent)]
+    Connect(#[from] SocketError),
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("the CDI spec files in {}: {reason}", dir.display())]
+    Cdi { dir: std::path::PathBuf, reason: String },
+}
+
 /// How a prepare or unprepare of one claim went wrong: the scenarios decide on this, never on
 /// message text.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PrepareError {
-    /// The call failed as a whole (or the driver could not be reached).
+    /// The driver's DRA service could not be reached through its registration.
     #[error("{0}")]
-    Call(String),
+    Register(String),
+    /// The call failed as a whole.
+    #[error(transparent)]
+    Call(CallError),
     /// The driver answered with an error for the claim.
     #[error("claim {claim}: {error}")]
     Refused { claim: String, error: String },
@@ -242,7 +283,7 @@ pub enum PrepareError {
 
 impl PrepareError {
     fn call(e: CallError) -> PrepareError {
-        PrepareError::Call(e.to_string())
+        PrepareError::Call(e)
     }
 
     fn judge<T>(claim: &Claim, outcome: Option<ClaimOutcome<T>>) -> Result<T, PrepareError> {
@@ -254,23 +295,16 @@ impl PrepareError {
     }
 }
 
-impl From<PrepareError> for String {
-    fn from(e: PrepareError) -> String {
-        e.to_string()
-    }
-}
-
-async fn timed<T>(call: impl Future<Output = Result<T, tonic::Status>>) -> Result<T, String> {
+async fn timed<T>(call: impl Future<Output = Result<T, tonic::Status>>) -> Result<T, CallError> {
     match tokio::time::timeout(CALL_TIMEOUT, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(s)) => Err(format!("rpc error {:?}: {}", s.code(), s.message())),
-        Err(_) => Err(format!("no answer within {}s", CALL_TIMEOUT.as_secs())),
+        Ok(r) => Ok(r?),
+        Err(_) => Err(CallError::Timeout(CALL_TIMEOUT)),
     }
 }
 
 /// A started node for the scenario, or `None` (its guarantees recorded as skipped) when
 /// the target gives no access to the driver's binary.
-pub async fn node_for(ctx: &Ctx<'_>, ids: &[&str]) -> Result<Option<PluginNode>, String> {
+pub async fn node_for(ctx: &Ctx<'_>, ids: &[&str]) -> Result<Option<PluginNode>, HarnessError> {
     let Some(access) = PluginNode::access(ctx) else {
         for id in ids {
             ctx.skip(id, NEEDS_BINARY);

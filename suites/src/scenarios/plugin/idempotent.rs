@@ -2,14 +2,14 @@
 //! restarts.
 
 use super::harness::PluginNode;
-use crate::engine::Ctx;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_PREPARE_IDEMPOTENT as ID;
 
 super::plugin_scenario!("plugin-idempotent", [ID]);
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx).await?;
-    let claim = node.allocate("twice", &node.name, &[devices.first().ok_or("the inventory is empty")?]).await?;
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
+    let device = super::first_device(node, ctx).await?;
+    let claim = node.allocate("twice", &node.name, &[&device]).await?;
     let first = node.prepared(&claim).await;
     let second = node.prepared(&claim).await;
     match (first, second) {

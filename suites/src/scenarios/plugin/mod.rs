@@ -5,7 +5,7 @@
 mod cdi;
 mod concurrent;
 mod foreign_node;
-mod harness;
+pub(crate) mod harness;
 mod idempotent;
 mod prepare;
 mod registration;
@@ -13,7 +13,7 @@ mod restart;
 mod slices;
 mod unknown_unprepare;
 
-use crate::engine::Scenario;
+use crate::engine::{Ctx, Scenario, ScenarioError};
 
 pub fn all() -> Vec<&'static Scenario> {
     vec![
@@ -31,15 +31,38 @@ pub fn all() -> Vec<&'static Scenario> {
 
 /// The names of the devices the driver should publish on `node`: by its inventory oracle, or
 /// as it published them where the suite has no oracle for it.
-async fn oracle_devices(node: &harness::PluginNode, ctx: &crate::engine::Ctx<'_>) -> Result<Vec<String>, String> {
+async fn oracle_devices(node: &harness::PluginNode, ctx: &Ctx<'_>) -> Result<Vec<String>, ScenarioError> {
     if let Some(oracle) = &ctx.target.adapter.oracle {
         return Ok(oracle(&node.name)?.into_iter().map(|d| d.name).collect());
     }
+    Ok(published_slices(node, ctx)
+        .await?
+        .into_iter()
+        .flat_map(|s| s.spec.devices.unwrap_or_default())
+        .map(|d| d.name)
+        .collect())
+}
+
+/// The driver's slices for the suite's node, once it published any (at most 30 s).
+async fn published_slices(
+    node: &harness::PluginNode,
+    ctx: &Ctx<'_>,
+) -> Result<Vec<k8s_openapi::api::resource::v1::ResourceSlice>, ScenarioError> {
+    let within = std::time::Duration::from_secs(30);
     let (slices, _) = ctx
-        .poll_until(std::time::Duration::from_secs(30), || ctx.slices_of(&node.name), |s| !s.is_empty())
+        .poll_until(within, || ctx.slices_of(&node.name), |s| !s.is_empty())
         .await
-        .map_err(|_| format!("the driver published no slice for {} within 30s", node.name))?;
-    Ok(slices.into_iter().flat_map(|s| s.spec.devices.unwrap_or_default()).map(|d| d.name).collect())
+        .map_err(|_| ScenarioError::timeout(format!("the driver published no slice for {}", node.name), within))?;
+    Ok(slices)
+}
+
+/// The first device the driver should publish on the suite's node, for a claim of one device.
+async fn first_device(node: &harness::PluginNode, ctx: &Ctx<'_>) -> Result<String, ScenarioError> {
+    oracle_devices(node, ctx)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ScenarioError::Unmet("the inventory is empty".into()))
 }
 
 /// Declares a plugin-tier scenario whose `check(ctx, &mut node)` runs with a started node.
@@ -54,7 +77,7 @@ macro_rules! plugin_scenario {
             run: $crate::scenario_fn!(run),
         };
 
-        async fn run(ctx: &$crate::engine::Ctx<'_>) -> Result<(), String> {
+        async fn run(ctx: &$crate::engine::Ctx<'_>) -> Result<(), $crate::engine::ScenarioError> {
             let Some(mut node) = super::harness::node_for(ctx, SCENARIO.guarantees).await? else { return Ok(()) };
             let outcome = check(ctx, &mut node).await;
             node.cleanup().await;

@@ -2,12 +2,12 @@
 //! succeeds and leaves no CDI spec of the claim behind.
 
 use super::harness::PluginNode;
-use crate::engine::Ctx;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::{PLUGIN_PREPARE_ALLOCATED_CLAIM as PREPARE, PLUGIN_UNPREPARE_REMOVES_STATE as UNPREPARE};
 
 super::plugin_scenario!("plugin-prepare", [PREPARE, UNPREPARE]);
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let devices = super::oracle_devices(node, ctx).await?;
     let picked: Vec<&str> = devices.iter().take(2).map(String::as_str).collect();
     let claim = node.allocate("prepared", &node.name, &picked).await?;

@@ -1,13 +1,13 @@
 //! GetInfo names a DRA plugin of the driver, its service socket and the v1 service.
 
 use super::harness::PluginNode;
-use crate::engine::Ctx;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_REGISTRATION_INFO as ID;
 use dracheck_kubelet_api::{DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE};
 
 super::plugin_scenario!("plugin-registration", [ID]);
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let info = node.info().await?;
     let mut problems = Vec::new();
     if info.r#type != DRA_PLUGIN_TYPE {

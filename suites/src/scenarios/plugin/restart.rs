@@ -2,15 +2,18 @@
 //! still unprepare what it prepared before the restart.
 
 use super::harness::PluginNode;
-use crate::engine::Ctx;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_RESTART_KEEPS_STATE as ID;
 
 super::plugin_scenario!("plugin-restart", [ID]);
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
-    let devices = super::oracle_devices(node, ctx).await?;
-    let claim = node.allocate("survivor", &node.name, &[devices.first().ok_or("the inventory is empty")?]).await?;
-    let before = node.prepared(&claim).await.map_err(|e| format!("prepare before the restart: {e}"))?;
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
+    let device = super::first_device(node, ctx).await?;
+    let claim = node.allocate("survivor", &node.name, &[&device]).await?;
+    let before = node
+        .prepared(&claim)
+        .await
+        .map_err(|source| ScenarioError::Prepare { step: "prepare before the restart", source })?;
     node.restart().await?;
     let after = match node.prepared(&claim).await {
         Ok(a) => a,

@@ -10,7 +10,8 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
 
 use super::harness::PluginNode;
-use crate::engine::Ctx;
+use crate::adapters::HostCheck;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::{PLUGIN_SLICES_MATCH_INVENTORY as MATCH, PLUGIN_SLICES_OWNED_BY_NODE as OWNED};
 
 pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
@@ -22,7 +23,7 @@ pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
     run: crate::scenario_fn!(run),
 };
 
-async fn run(ctx: &Ctx<'_>) -> Result<(), String> {
+async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     if let (None, Some(check)) = (PluginNode::access(ctx), &ctx.target.adapter.host_inventory) {
         installed(ctx, check).await;
         return Ok(());
@@ -44,9 +45,9 @@ async fn installed(ctx: &Ctx<'_>, check: &crate::adapters::HostInventory) {
         Err(e) => return ctx.fail(MATCH, format!("listing the driver's slices: {e}"), Vec::new()),
     };
     match check(&crate::published::current_devices_by_node(&all)) {
-        Ok(Ok(held)) => ctx.pass(MATCH, held),
-        Ok(Err(differ)) => ctx.fail(MATCH, differ, Vec::new()),
-        Err(why) => ctx.skip(MATCH, why),
+        HostCheck::Matches(held) => ctx.pass(MATCH, held),
+        HostCheck::Differs(differ) => ctx.fail(MATCH, differ, Vec::new()),
+        HostCheck::CannotCheck(why) => ctx.skip(MATCH, why),
     }
 
     let nodes: Api<Node> = Api::all(ctx.client());
@@ -62,7 +63,7 @@ async fn installed(ctx: &Ctx<'_>, check: &crate::adapters::HostInventory) {
     ctx.check(OWNED, problems.is_empty(), held.join("; "), problems.join("; "), Vec::new());
 }
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let slices: Api<ResourceSlice> = Api::all(ctx.client());
     let lp = ListParams::default().fields(&format!("spec.driver={}", node.driver_name));
     let all = ctx
@@ -72,7 +73,9 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
             |s| s.iter().any(|s| s.spec.node_name.as_deref() == Some(node.name.as_str())),
         )
         .await
-        .map_err(|_| format!("the driver published no slice for {} within 30s", node.name))?
+        .map_err(|_| {
+            ScenarioError::timeout(format!("the driver published no slice for {}", node.name), Duration::from_secs(30))
+        })?
         .0;
     let own: Vec<&ResourceSlice> = all.iter().filter(|s| s.spec.pool.name == node.name).collect();
 

@@ -2,12 +2,12 @@
 //! restart, or twice).
 
 use super::harness::{Claim, PluginNode};
-use crate::engine::Ctx;
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_UNPREPARE_UNKNOWN_CLAIM as ID;
 
 super::plugin_scenario!("plugin-unknown-unprepare", [ID]);
 
-async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), String> {
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let stranger = Claim {
         namespace: ctx.ns.clone(),
         uid: "0d15ea5e-0000-4000-8000-00000000beef".into(),
