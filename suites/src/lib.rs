@@ -1,7 +1,8 @@
-//! dracheck's conformance scenarios, the run engine they are written against, the result
-//! they produce, and the adapters that run drivers on emulated nodes.
+//! dracheck's conformance scenarios, the run engine they are written against and the result
+//! they produce. Drivers come in as [`adapters::Adapter`]s that their own crates make.
 
-pub mod adapters;
+/// What the suite knows of a driver, as the driver crate states it.
+pub use dracheck_adapter as adapters;
 pub mod engine;
 pub mod fidelity;
 pub mod local_run;

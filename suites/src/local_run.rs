@@ -18,16 +18,6 @@ use crate::scenarios;
 
 mod no_slices;
 
-/// Why the default run of a driver could not be put together.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    #[error(transparent)]
-    Adapter(#[from] crate::adapters::AdapterError),
-    /// A shipped profile does not load: a defect of the shipped files.
-    #[error(transparent)]
-    Profile(#[from] crate::profile::ProfileError),
-}
-
 pub struct LocalRun {
     pub adapter: Adapter,
     pub profiles: Vec<(std::path::PathBuf, Profile)>,
@@ -42,15 +32,9 @@ pub struct LocalRun {
 }
 
 impl LocalRun {
-    /// The default run: the mock driver (with `faults`) on its shipped inventory.
-    pub fn default_mock(faults: &[String]) -> Result<LocalRun, SetupError> {
-        let bin = crate::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")?;
-        LocalRun::default_for(crate::adapters::mock_adapter(&bin, &crate::adapters::mock_default_inventory(), faults)?)
-    }
-
     /// The default run of a driver: its shipped profiles, seven nodes so that every scenario
     /// role of two profiles runs side by side.
-    pub fn default_for(adapter: Adapter) -> Result<LocalRun, SetupError> {
+    pub fn default_for(adapter: Adapter) -> Result<LocalRun, crate::profile::ProfileError> {
         let profiles = crate::profile::shipped(adapter.short)
             .into_iter()
             .map(|p| crate::profile::load(&p).map(|loaded| (p, loaded)))

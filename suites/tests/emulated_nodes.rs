@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
+use dracheck_mock_driver::adapter as mock;
+use dracheck_mock_driver::cli::DEFAULT_DRIVER as MOCK_DRIVER;
 use dracheck_objects::{claim, claim_template, device_class, pod};
-use dracheck_suites::adapters::{self, MOCK_DRIVER};
+use dracheck_suites::adapters;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::api::{Api, ListParams, PostParams};
@@ -17,7 +19,7 @@ async fn cluster_with_mock(nodes: usize) -> LocalCluster {
     cluster.add_nodes(nodes).await.expect("emulated nodes start");
     let bin =
         adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock driver builds");
-    cluster.start_driver(&adapters::mock(&bin, &adapters::mock_default_inventory(), &[])).expect("the driver starts");
+    cluster.start_driver(&mock::spec(&bin, &mock::default_inventory(), &[])).expect("the driver starts");
     let classes: Api<DeviceClass> = Api::all(cluster.client());
     classes.create(&PostParams::default(), &device_class("mock-gpu", MOCK_DRIVER, &[])).await.unwrap();
     for n in 0..nodes {

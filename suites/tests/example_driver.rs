@@ -4,7 +4,6 @@
 
 use dracheck_clusters::local::Progress;
 use dracheck_example_driver::{DEVICES_PER_NODE, FINDINGS};
-use dracheck_suites::adapters;
 use dracheck_suites::local_run::{self, LocalRun};
 use dracheck_suites::result::Verdict;
 
@@ -12,7 +11,8 @@ use dracheck_suites::result::Verdict;
 async fn the_example_driver_meets_every_guarantee_but_its_recorded_findings() {
     let progress = Progress::to(|l| eprintln!("[example] {l}"));
     let bin = dracheck_example_driver::binary(&progress).await.unwrap_or_else(|e| panic!("{e}"));
-    let cfg = LocalRun::default_for(adapters::example_adapter(&bin, DEVICES_PER_NODE)).expect("the run is set up");
+    let cfg =
+        LocalRun::default_for(dracheck_example_driver::adapter(&bin, DEVICES_PER_NODE)).expect("the run is set up");
     let result = local_run::run(cfg, &local_run::run_id(), &progress)
         .await
         .map_err(|e| e.message)

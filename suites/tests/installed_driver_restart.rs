@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use dracheck_clusters::local::Progress;
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
-use dracheck_suites::adapters::{self, MOCK_DRIVER};
+use dracheck_mock_driver::adapter as mock;
+use dracheck_mock_driver::cli::DEFAULT_DRIVER as MOCK_DRIVER;
+use dracheck_suites::adapters;
 use dracheck_suites::engine::Filter;
 use dracheck_suites::engine::target::DriverPods;
 use dracheck_suites::local_run::{self, ExistingRun};
@@ -30,7 +32,7 @@ fn mock_daemon_set(cluster: &LocalCluster, mock: &std::path::Path, faults: &[&st
         format!("--driver-name={MOCK_DRIVER}"),
         "--node-name=$(NODE_NAME)".into(),
         format!("--kubeconfig={}", cluster.kubeconfig().display()),
-        format!("--inventory={}", adapters::mock_default_inventory().display()),
+        format!("--inventory={}", mock::default_inventory().display()),
         format!("--registrar-dir={}", per_node(node.registry_dir())),
         format!("--plugin-dir={}", per_node(node.plugins_dir().join(MOCK_DRIVER))),
         format!("--cdi-dir={}", per_node(node.cdi_dir())),
@@ -67,7 +69,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
     assert!(published, "the DaemonSet's mock published no slices on every node within 60s");
 
     let faults: Vec<String> = faults.iter().map(|f| f.to_string()).collect();
-    let adapter = adapters::mock_adapter(&mock, &adapters::mock_default_inventory(), &faults).expect("the adapter");
+    let adapter = mock::adapter(&mock, &mock::default_inventory(), &faults).expect("the adapter");
     let profile = dracheck_suites::profile::shipped("mock")
         .into_iter()
         .find(|p| p.ends_with("standard-inference.yaml"))

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use dracheck_clusters::local::{DriverSpec, Progress};
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
+use dracheck_nvidia::adapter::Options as NvidiaOptions;
 use dracheck_nvidia::record::{Gpu, Recording};
-use dracheck_suites::adapters::{self, NvidiaOptions};
+use dracheck_suites::adapters;
 use dracheck_suites::engine::Filter;
 use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_NODE_CONTROL};
 use dracheck_suites::local_run::{self, ExistingRun};
@@ -110,7 +111,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         smi: stand_in_smi(work.path(), &rec).display().to_string(),
         ..NvidiaOptions::default()
     };
-    let adapter = adapters::nvidia_adapter(opts);
+    let adapter = dracheck_nvidia::adapter::adapter(opts);
     // What the chart would install.
     local_run::install_classes(&cluster.client(), &adapter).await.expect("the classes install");
     let mock = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock builds");

@@ -102,7 +102,10 @@ async fn conformance(runs: usize, node_kind: &str) -> u8 {
     let mut totals: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut parts: BTreeMap<(&str, String), Vec<f64>> = BTreeMap::new();
     for (i, kind) in (0..runs).flat_map(|i| kinds.iter().map(move |k| (i, *k))) {
-        let mut cfg = match LocalRun::default_mock(&[]) {
+        let run = dracheck_mock_driver::adapter::default(&[])
+            .map_err(|e| e.to_string())
+            .and_then(|adapter| LocalRun::default_for(adapter).map_err(|e| e.to_string()));
+        let mut cfg = match run {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("dracheck: {e}");
@@ -187,11 +190,7 @@ async fn measure_nodes(kind: NodeKind, nodes: usize, pods: usize) -> Result<Node
     let started = std::time::Instant::now();
     cluster.add_nodes(nodes).await.map_err(|e| e.to_string())?;
     let add_seconds = started.elapsed().as_secs_f64();
-    let bin = dracheck_suites::adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
-        .map_err(|e| e.to_string())?;
-    let adapter =
-        dracheck_suites::adapters::mock_adapter(&bin, &dracheck_suites::adapters::mock_default_inventory(), &[])
-            .map_err(|e| e.to_string())?;
+    let adapter = dracheck_mock_driver::adapter::default(&[]).map_err(|e| e.to_string())?;
     let spec = adapter.spec.clone().ok_or("the mock has a driver spec")?;
     cluster.start_driver(&spec).map_err(|e| e.to_string())?;
     let client = cluster.client();

@@ -51,7 +51,7 @@ pub struct DriverArgs {
     #[arg(long, value_name = "NODE")]
     pub nvml_node: Option<String>,
     /// `nvidia`: the image of the workloads that run `nvidia-smi -L`.
-    #[arg(long, value_name = "IMAGE", default_value = adapters::NVIDIA_WORKLOAD_IMAGE)]
+    #[arg(long, value_name = "IMAGE", default_value = dracheck_nvidia::adapter::WORKLOAD_IMAGE)]
     pub workload_image: String,
 }
 
@@ -71,7 +71,7 @@ impl DriverArgs {
         flag("driver-version", self.driver_version.clone());
         flag("nvml-recording", self.nvml_recording.as_ref().map(|p| p.display().to_string()));
         flag("nvml-node", self.nvml_node.clone());
-        if self.workload_image != adapters::NVIDIA_WORKLOAD_IMAGE {
+        if self.workload_image != dracheck_nvidia::adapter::WORKLOAD_IMAGE {
             flag("workload-image", Some(self.workload_image.clone()));
         }
         out.extend(self.faults.iter().map(|f| format!("--fault={f}")));
@@ -97,7 +97,7 @@ impl DriverArgs {
             if self.nvml_node.is_some() {
                 return Err(nvidia_only("--nvml-node"));
             }
-            if self.workload_image != adapters::NVIDIA_WORKLOAD_IMAGE {
+            if self.workload_image != dracheck_nvidia::adapter::WORKLOAD_IMAGE {
                 return Err(nvidia_only("--workload-image"));
             }
             if self.driver_version.is_some() && self.driver_bin.is_none() {
@@ -126,7 +126,7 @@ impl DriverArgs {
         match driver {
             None => Ok(None),
             Some("mock") => {
-                let inventory = self.inventory.clone().unwrap_or_else(adapters::mock_default_inventory);
+                let inventory = self.inventory.clone().unwrap_or_else(dracheck_mock_driver::adapter::default_inventory);
                 if !inventory.is_file() {
                     return Err((
                         exit::BAD_INPUT,
@@ -135,7 +135,7 @@ impl DriverArgs {
                 }
                 let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
                     .map_err(|e| (exit::CLUSTER_DOWN, e.to_string()))?;
-                adapters::mock_adapter(&bin, &inventory, &self.faults)
+                dracheck_mock_driver::adapter::adapter(&bin, &inventory, &self.faults)
                     .map(Some)
                     .map_err(|e| (exit::BAD_INPUT, e.to_string()))
             }
@@ -143,7 +143,7 @@ impl DriverArgs {
                 let bin = dracheck_example_driver::binary(progress)
                     .await
                     .map_err(|e| (exit::of(e.failure()), e.to_string()))?;
-                Ok(Some(adapters::example_adapter(&bin, dracheck_example_driver::DEVICES_PER_NODE)))
+                Ok(Some(dracheck_example_driver::adapter(&bin, dracheck_example_driver::DEVICES_PER_NODE)))
             }
             Some("nvidia") => {
                 if let Some(path) = self.nvml_recording.as_ref().filter(|p| !p.is_file()) {
@@ -152,7 +152,7 @@ impl DriverArgs {
                         format!("the NVML recording {} does not exist; pass --nvml-recording FILE", path.display()),
                     ));
                 }
-                Ok(Some(adapters::nvidia_adapter(adapters::NvidiaOptions {
+                Ok(Some(dracheck_nvidia::adapter::adapter(dracheck_nvidia::adapter::Options {
                     host: dracheck_nvidia::host::HostView {
                         recording: self.nvml_recording.clone(),
                         node: self.nvml_node.clone(),

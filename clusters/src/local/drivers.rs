@@ -2,87 +2,15 @@
 //! one pod per node: one process per node, with that node's registry, plugin and CDI dirs.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::node::{DEFAULT_PATH, NodeConfig};
 use super::process::{Lifetime, Supervised};
 use crate::error::{Result, log_tail};
 
-/// Maps a node's directories and the cluster's kubeconfig to the driver's command line; each
-/// driver has its own flag names for them.
-pub type ArgsFn = Arc<dyn Fn(&NodeConfig, &Path) -> Vec<String> + Send + Sync>;
-
-#[derive(Clone)]
-pub struct DriverSpec {
-    /// The DRA driver name, e.g. `gpu.mock.dracheck.io`.
-    pub name: String,
-    pub program: PathBuf,
-    pub args: ArgsFn,
-}
-
-impl std::fmt::Debug for DriverSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DriverSpec").field("name", &self.name).field("program", &self.program).finish()
-    }
-}
-
-/// The placeholders of a [`DriverSpec::from_template`] command line, and what each becomes on
-/// a node.
-pub const PLACEHOLDERS: &[&str] =
-    &["{node}", "{kubeconfig}", "{registrar-dir}", "{plugins-dir}", "{plugin-dir}", "{cdi-dir}"];
-
-/// The flags of the upstream kubeletplugin helper's drivers (dra-example-driver and drivers
-/// written like it) for the node's name, the API, the registration and plugin dirs and CDI.
-pub const HELPER_FLAGS: &[&str] = &[
-    "--node-name={node}",
-    "--kubeconfig={kubeconfig}",
-    "--kubelet-registrar-directory-path={registrar-dir}",
-    "--kubelet-plugins-directory-path={plugins-dir}",
-    "--cdi-root={cdi-dir}",
-];
-
-impl DriverSpec {
-    /// A driver whose command line is `template` with the [`PLACEHOLDERS`] filled in per node;
-    /// an unknown `{…}` placeholder is an error that lists the known ones.
-    pub fn from_template(name: &str, program: &Path, template: &[String]) -> std::result::Result<DriverSpec, String> {
-        for arg in template {
-            let mut rest = arg.as_str();
-            while let Some(start) = rest.find('{') {
-                let end = rest[start..].find('}').map_or(rest.len(), |e| start + e + 1);
-                let placeholder = &rest[start..end];
-                if !PLACEHOLDERS.contains(&placeholder) {
-                    return Err(format!(
-                        "the driver argument {arg:?} has the unknown placeholder {placeholder:?}; known are {}",
-                        PLACEHOLDERS.join(", ")
-                    ));
-                }
-                rest = &rest[end..];
-            }
-        }
-        let (driver, template) = (name.to_string(), template.to_vec());
-        Ok(DriverSpec {
-            name: name.to_string(),
-            program: program.to_path_buf(),
-            args: Arc::new(move |node, kubeconfig| {
-                let fill = |arg: &String| {
-                    arg.replace("{node}", &node.name)
-                        .replace("{kubeconfig}", &kubeconfig.display().to_string())
-                        .replace("{registrar-dir}", &node.registry_dir().display().to_string())
-                        .replace("{plugins-dir}", &node.plugins_dir().display().to_string())
-                        .replace("{plugin-dir}", &node.plugins_dir().join(&driver).display().to_string())
-                        .replace("{cdi-dir}", &node.cdi_dir().display().to_string())
-                };
-                template.iter().map(fill).collect()
-            }),
-        })
-    }
-
-    /// The dir the driver keeps its service socket in on `node`.
-    pub fn plugin_dir(&self, node: &NodeConfig) -> PathBuf {
-        node.plugins_dir().join(&self.name)
-    }
-}
+// What a driver is (its program and command line per node) is stated by its own crate through
+// the adapter crate; the clusters only run it.
+pub use dracheck_adapter::spec::{ArgsFn, DriverSpec, HELPER_FLAGS, NodeDirs, PLACEHOLDERS};
 
 /// One driver process on one node.
 pub struct DriverInstance {
@@ -109,12 +37,12 @@ impl DriverInstance {
     }
 
     fn spawn(&mut self, append: bool) -> Result<()> {
-        let _ = std::fs::create_dir_all(self.spec.plugin_dir(&self.cfg));
+        let _ = std::fs::create_dir_all(self.spec.plugin_dir(&self.cfg.dirs()));
         let mut cmd = std::process::Command::new(&self.spec.program);
         // Only what a DaemonSet pod would get, not the caller's environment: a driver that
         // prefers `$KUBECONFIG` to `--kubeconfig` would otherwise talk to the user's own
         // cluster. Everything the driver needs comes on its command line.
-        cmd.args((self.spec.args)(&self.cfg, &self.kubeconfig)).env_clear().env("PATH", DEFAULT_PATH);
+        cmd.args((self.spec.args)(&self.cfg.dirs(), &self.kubeconfig)).env_clear().env("PATH", DEFAULT_PATH);
         let name = format!("{}@{}", self.spec.name, self.cfg.name);
         self.process = Some(Supervised::spawn_command(&name, cmd, &self.log_path(), append, self.lifetime)?);
         Ok(())
@@ -175,26 +103,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_template_is_filled_per_node() {
-        let template: Vec<String> =
-            HELPER_FLAGS.iter().map(|f| f.to_string()).chain(["--plugin={plugin-dir}/x".to_string()]).collect();
-        let spec = DriverSpec::from_template("gpu.example.com", Path::new("/bin/p"), &template).unwrap();
-        let node = NodeConfig::numbered(Path::new("/c"), 1);
-        let args = (spec.args)(&node, Path::new("/c/admin.kubeconfig"));
-        assert_eq!(
-            args,
-            [
-                "--node-name=node-2",
-                "--kubeconfig=/c/admin.kubeconfig",
-                "--kubelet-registrar-directory-path=/c/nodes/node-2/plugins_registry",
-                "--kubelet-plugins-directory-path=/c/nodes/node-2/plugins",
-                "--cdi-root=/c/nodes/node-2/cdi",
-                "--plugin=/c/nodes/node-2/plugins/gpu.example.com/x",
-            ]
-        );
-    }
-
-    #[test]
     fn a_driver_gets_a_pods_environment_not_the_callers() {
         let dir = tempfile::tempdir().unwrap();
         // `env` with no arguments prints its environment, into the driver's log.
@@ -211,11 +119,5 @@ mod tests {
         // caller's; none of it may reach the driver.
         let env = std::fs::read_to_string(driver.log_path()).unwrap();
         assert_eq!(env.lines().collect::<Vec<_>>(), [format!("PATH={DEFAULT_PATH}")]);
-    }
-
-    #[test]
-    fn an_unknown_placeholder_is_named() {
-        let err = DriverSpec::from_template("d", Path::new("/bin/p"), &["--dir={state-dir}".into()]).unwrap_err();
-        assert!(err.contains("{state-dir}") && err.contains("{cdi-dir}"), "{err}");
     }
 }

@@ -4,11 +4,13 @@
 //! installs, and an inventory oracle written from what the driver documents.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use dracheck_adapter::spec::{DriverSpec, HELPER_FLAGS};
+use dracheck_adapter::{Adapter, Workload};
 use dracheck_clusters::ClusterError;
 use dracheck_clusters::gobuild::{self, GoBinary, GoRecipe};
-use dracheck_clusters::local::drivers::HELPER_FLAGS;
-use dracheck_clusters::local::{DriverSpec, Progress};
+use dracheck_clusters::local::Progress;
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceClass};
 
 /// The DRA driver name of the `gpu` device profile (`<profile>.example.com`).
@@ -67,6 +69,19 @@ pub fn recipe() -> GoRecipe {
 /// The plugin binary, built into dracheck's cache on first use.
 pub async fn binary(progress: &Progress) -> Result<PathBuf, ClusterError> {
     Ok(gobuild::cached_or_build(&recipe(), progress).await?.join(BINARY))
+}
+
+/// The driver as the suite knows it: its plugin at `program` with `devices` GPUs per node, the
+/// devices it publishes as the oracle, its CDI environment as what a workload sees, and the
+/// DeviceClass its chart installs.
+pub fn adapter(program: &Path, devices: u32) -> Adapter {
+    Adapter {
+        oracle: Some(Arc::new(move |_node: &str| Ok(published_devices(devices)))),
+        canonical,
+        workload: Workload::env(Some(seen_devices)),
+        device_classes: vec![device_class()],
+        ..Adapter::runnable("example", spec(program, devices), RELEASE.trim_start_matches('v').into())
+    }
 }
 
 /// The plugin on an emulated node, with the flags of the upstream kubeletplugin helper that
@@ -165,7 +180,7 @@ mod tests {
 
     #[test]
     fn the_plugin_gets_the_node_dirs_and_no_network_listeners() {
-        let node = dracheck_clusters::local::NodeConfig::numbered(Path::new("/tmp/c"), 0);
+        let node = dracheck_adapter::spec::NodeDirs { name: "node-1".into(), root: "/tmp/c/nodes/node-1".into() };
         let args = (spec(Path::new("/bin/plugin"), 4).args)(&node, Path::new("/tmp/kc"));
         for want in [
             "--node-name=node-1",

@@ -4,6 +4,7 @@
 //! guarantee. The library is the binary's body, exposed for tests and for the suite's
 //! inventory oracle ([`inventory`], [`slices::published_devices`]).
 
+pub mod adapter;
 pub mod cdi;
 pub mod checkpoint;
 pub mod cli;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use dracheck_adapter::HostCheck;
 use k8s_openapi::api::resource::v1::Device;
 
 use crate::compare;
@@ -36,32 +37,35 @@ impl HostView {
     }
 
     /// Compares the view with the devices published for its node (`published`: node → the
-    /// driver's devices there). `Err` is why the check cannot be made here: no NVML, or no
-    /// node of the cluster is this machine.
-    pub fn check(&self, published: &BTreeMap<String, Vec<Device>>) -> Result<Result<String, String>, String> {
+    /// driver's devices there); it cannot be made here without NVML (or a recording), or where
+    /// no node of the cluster is this machine.
+    pub fn check(&self, published: &BTreeMap<String, Vec<Device>>) -> HostCheck {
         let node = self.node();
         let Some(devices) = published.get(&node) else {
             let nodes: Vec<&String> = published.keys().collect();
-            return Err(format!(
+            return HostCheck::CannotCheck(format!(
                 "NVML sees only the GPUs of the machine it runs on, and this machine ({node}) is none of the nodes \
                  the driver publishes for ({nodes:?}); run dracheck on a GPU node, or `cargo xtask inventory \
                  --driver nvidia` there"
             ));
         };
-        let nvml = self.read()?;
+        let nvml = match self.read() {
+            Ok(nvml) => nvml,
+            Err(why) => return HostCheck::CannotCheck(why),
+        };
         let mismatches = compare::compare(&nvml, devices);
         let source = if nvml.is_real() { "NVML" } else { "the NVML recording" };
-        Ok(if mismatches.is_empty() {
-            Ok(format!(
+        if mismatches.is_empty() {
+            HostCheck::Matches(format!(
                 "node {node}: {} GPU(s) published as {source} reports them (UUID, product, memory, MIG mode, driver and CUDA versions)",
                 nvml.gpus.len()
             ))
         } else {
-            Err(format!(
+            HostCheck::Differs(format!(
                 "node {node} against {source}: {}",
                 mismatches.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
             ))
-        })
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! it: what NVML says the host has ([`record`], [`nvml`]), whether the driver's ResourceSlices
 //! agree ([`compare`]), and what a container sees (`nvidia-smi -L`, [`smi`]).
 
+pub mod adapter;
 pub mod compare;
 pub mod nvml;
 pub mod record;

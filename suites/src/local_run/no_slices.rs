@@ -34,7 +34,7 @@ impl Silent {
     /// Looks at `node`'s dirs and at the driver's `log`.
     pub fn observe(spec: &DriverSpec, node: &NodeConfig, registered: bool, kubelet_log: &Path, log: &Path) -> Silent {
         let registry_dir = node.registry_dir();
-        let plugin_dir = spec.plugin_dir(node);
+        let plugin_dir = spec.plugin_dir(&node.dirs());
         let empty = std::fs::metadata(log).map_or(true, |m| m.len() == 0);
         Silent {
             node: node.name.clone(),
@@ -200,11 +200,11 @@ mod tests {
         let node = NodeConfig::numbered(dir.path(), 0);
         let spec = DriverSpec::from_template(DRIVER, Path::new("/bin/acme"), &[]).unwrap();
         std::fs::create_dir_all(node.registry_dir()).unwrap();
-        std::fs::create_dir_all(spec.plugin_dir(&node)).unwrap();
+        std::fs::create_dir_all(spec.plugin_dir(&node.dirs())).unwrap();
         let _reg = std::os::unix::net::UnixListener::bind(node.registry_dir().join("acme-reg.sock")).unwrap();
         // A plain file is no socket, for the kubelet neither.
         std::fs::write(node.registry_dir().join("notes.txt"), "").unwrap();
-        std::fs::write(spec.plugin_dir(&node).join("dra.sock"), "").unwrap();
+        std::fs::write(spec.plugin_dir(&node.dirs()).join("dra.sock"), "").unwrap();
         let log = node.root.join("driver.log");
         std::fs::write(&log, "").unwrap();
         let seen = Silent::observe(&spec, &node, false, &node.root.join("kubelet.log"), &log);

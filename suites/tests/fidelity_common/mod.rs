@@ -19,7 +19,8 @@ fn longest_first(mut cases: Vec<&'static FaultCase>) -> Vec<&'static FaultCase> 
 }
 
 async fn run_suite(faults: &[String], kind: NodeKind) -> RunResult {
-    let mut cfg = LocalRun::default_mock(faults).expect("the default mock run is set up");
+    let adapter = dracheck_mock_driver::adapter::default(faults).expect("the mock's adapter");
+    let mut cfg = LocalRun::default_for(adapter).expect("the default mock run is set up");
     cfg.cluster.node_kind = kind;
     let label = format!("{}:{}", kind.name(), if faults.is_empty() { "good".to_string() } else { faults.join(",") });
     let progress = Progress::to(move |l| eprintln!("[{label}] {l}"));

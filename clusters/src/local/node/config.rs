@@ -30,16 +30,21 @@ impl NodeConfig {
         }
     }
 
+    /// The node's dirs as a driver on it sees them.
+    pub fn dirs(&self) -> dracheck_adapter::spec::NodeDirs {
+        dracheck_adapter::spec::NodeDirs { name: self.name.clone(), root: self.root.clone() }
+    }
+
     /// `plugins_registry`: where drivers put their registration sockets.
     pub fn registry_dir(&self) -> PathBuf {
-        self.root.join("plugins_registry")
+        self.dirs().registry_dir()
     }
     /// `plugins`: the parent of each driver's own socket dir.
     pub fn plugins_dir(&self) -> PathBuf {
-        self.root.join("plugins")
+        self.dirs().plugins_dir()
     }
     pub fn cdi_dir(&self) -> PathBuf {
-        self.root.join("cdi")
+        self.dirs().cdi_dir()
     }
     /// The kubelet's state (the DRA checkpoint).
     pub fn state_dir(&self) -> PathBuf {
