@@ -1,6 +1,8 @@
-//! A conformance run on the embedded local cluster: bring the cluster up with emulated nodes
-//! and the driver on each, run the plan, tear down. `cargo xtask conformance` and the
-//! verdict-fidelity tests both go through here.
+//! A conformance run: a provider yields the [`Target`] (the local cluster with the driver on
+//! each node: [`run`]; an existing cluster where the driver runs, or the local cluster with the
+//! driver's chart: [`run_existing`]), and every run goes on the same way ([`run_on`]): the plan
+//! over the target, the result assembled, the local cluster stopped or kept. `cargo xtask
+//! conformance` and the verdict-fidelity tests both go through here.
 
 use std::time::{Duration, Instant};
 
@@ -100,15 +102,42 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         work_dir: cluster.state_dir().join("p"),
     });
     let nodes = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
-    let target =
-        Target::new(cluster.client(), cfg.adapter, facts.clone(), driver.clone(), nodes, Some(cluster), access);
+    let target = Target::new(cluster.client(), cfg.adapter, facts, driver, nodes, Some(cluster), None, access);
     let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
-    let say = |l: &str| progress.line(l);
-    let outcome = engine::run(&target, &plan, &say).await;
+    let started =
+        Started { begun, started_at, build, phases: vec![("build", build), ("cluster-start", cluster_start)] };
+    Ok(run_on(target, &plan, started, cfg.keep_cluster, progress).await)
+}
 
+/// When and how a run began: its clock, its start time, how long the binaries' build took
+/// (left out of the run's duration) and the phases before the plan (build, cluster start).
+struct Started {
+    begun: Instant,
+    started_at: String,
+    build: Duration,
+    phases: Vec<(&'static str, Duration)>,
+}
+
+impl Started {
+    fn now() -> Started {
+        Started {
+            begun: Instant::now(),
+            started_at: dracheck_objects::now().to_string(),
+            build: Duration::ZERO,
+            phases: Vec::new(),
+        }
+    }
+}
+
+/// The one way every run goes once its provider yielded the target: the plan over it, then the
+/// local cluster (if the run started one) stopped, or kept when `keep` asks for it.
+async fn run_on(target: Target, plan: &Plan, started: Started, keep: bool, progress: &Progress) -> Finished {
+    let say = |l: &str| progress.line(l);
+    let outcome = engine::run(&target, plan, &say).await;
     let teardown = Instant::now();
+    let (facts, driver) = (target.cluster.clone(), target.driver.clone());
     let local = target.into_local();
-    let kept = if cfg.keep_cluster {
+    let kept = if keep {
         local
     } else {
         if let Some(c) = local {
@@ -116,9 +145,10 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         }
         None
     };
-    let phases = [("build", build), ("cluster-start", cluster_start), ("teardown", teardown.elapsed())];
-    let result = assemble(begun, build, started_at, facts, driver, outcome, &phases);
-    Ok(Finished { result, kept })
+    let mut phases = started.phases;
+    phases.push(("teardown", teardown.elapsed()));
+    let result = assemble(started.begun, started.build, started.started_at, facts, driver, outcome, &phases);
+    Finished { result, kept }
 }
 
 /// The result of a run; `build` (binaries built before the cluster started) is reported in the
@@ -147,8 +177,12 @@ fn assemble(
     }
 }
 
-/// An existing cluster where the driver already runs (`--cluster kubeconfig`).
+/// A cluster where the driver already runs (`--cluster kubeconfig`, kind, K3s), or the local
+/// cluster with the driver's chart installed (`--cluster local --install helm`).
 pub struct ExistingRun {
+    /// The local cluster the kubeconfig is for, where the run started one: the suite then
+    /// controls its nodes (kubelet restarts, node removal). It comes back in [`Finished`].
+    pub local: Option<LocalCluster>,
     pub kubeconfig: std::path::PathBuf,
     pub context: Option<String>,
     pub adapter: Adapter,
@@ -194,12 +228,13 @@ fn unreachable(what: String) -> NotUp {
     NotUp { failure: Failure::ClusterDown, message: what }
 }
 
-/// Runs the plan against an existing cluster. Scenarios that restart kubelets or remove
-/// nodes are skipped there (the suite does not own the nodes); the plugin tier runs its own
-/// driver instances from the adapter's binary against the cluster's API.
-pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -> Result<RunResult, NotUp> {
-    let begun = Instant::now();
-    let started_at = dracheck_objects::now().to_string();
+/// Runs the plan against a cluster where the driver is installed. Scenarios that restart
+/// kubelets or remove nodes are skipped unless the run started that cluster (`local`); the
+/// plugin tier runs its own driver instances from the adapter's binary against the cluster's
+/// API. The local cluster, if any, comes back in [`Finished::kept`] (the caller removes the
+/// driver's release from it first, then stops it).
+pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -> Result<Finished, NotUp> {
+    let started = Started::now();
     let fix = "check --kubeconfig and --context, and that the cluster is up";
     let reach::Reached { client, server } =
         reach::client(&cfg.kubeconfig, cfg.context.as_deref(), None).await.map_err(|e| NotUp {
@@ -223,12 +258,12 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         )));
     }
     let facts = ClusterFacts {
-        provider: "kubeconfig".into(),
+        provider: if cfg.local.is_some() { "local" } else { "kubeconfig" }.into(),
         kubernetes_version: version.git_version.clone(),
         resource_api_versions: served,
-        feature_gates: String::new(),
+        feature_gates: cfg.local.as_ref().map(|l| l.info().feature_gates.clone()).unwrap_or_default(),
         nodes: 0,
-        node_kind: None,
+        node_kind: cfg.local.as_ref().map(|l| l.node_kind().name().to_string()),
     };
     let driver = driver_facts(&cfg.adapter);
     let work =
@@ -239,8 +274,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         work_dir: work.path().to_path_buf(),
     });
     let name = cfg.adapter.name.clone();
-    let mut target = Target::new(client, cfg.adapter, facts, driver, Vec::new(), None, access);
-    target.driver_pods = cfg.driver_pods;
+    let mut target = Target::new(client, cfg.adapter, facts, driver, Vec::new(), cfg.local, cfg.driver_pods, access);
     target.nodes = target.live_nodes().await;
     if target.nodes.is_empty() {
         return Err(unreachable(format!(
@@ -254,10 +288,10 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         target.driver.version = v;
     }
     let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
-    let say = |l: &str| progress.line(l);
-    let outcome = engine::run(&target, &plan, &say).await;
-    let (facts, driver) = (target.cluster.clone(), target.driver.clone());
-    Ok(assemble(begun, Duration::ZERO, started_at, facts, driver, outcome, &[]))
+    // The work dir of the plugin tier's own nodes goes after the run.
+    let finished = run_on(target, &plan, started, true, progress).await;
+    drop(work);
+    Ok(finished)
 }
 
 /// The version of an installed driver, from the image tag of its plugin's pod on one of

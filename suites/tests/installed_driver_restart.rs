@@ -76,6 +76,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         .expect("the mock ships standard-inference");
     let loaded = dracheck_suites::profile::load(&profile).expect("it loads");
     let cfg = ExistingRun {
+        local: None,
         kubeconfig: cluster.kubeconfig().to_path_buf(),
         context: None,
         adapter,
@@ -85,7 +86,8 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         parallel: 0,
         driver_pods: Some(DriverPods { namespace: Some("default".into()), selector: "app=dracheck-mock".into() }),
     };
-    let result = local_run::run_existing(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).unwrap();
+    let result =
+        local_run::run_existing(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).unwrap().result;
     cluster.stop();
     result
 }

@@ -147,6 +147,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         .map(|p| dracheck_suites::profile::load(&p).map(|l| (p, l)).expect("a shipped profile loads"))
         .collect();
     let cfg = ExistingRun {
+        local: None,
         kubeconfig: cluster.kubeconfig().to_path_buf(),
         context: None,
         adapter,
@@ -156,7 +157,8 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         parallel: 0,
         driver_pods: None,
     };
-    let result = local_run::run_existing(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).unwrap();
+    let result =
+        local_run::run_existing(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).unwrap().result;
     cluster.stop();
     result
 }

@@ -167,7 +167,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
         }
         "local" if args.install.wanted()? => return local_chart(args, adapter, profiles, progress).await,
         "local" => {}
-        "kubeconfig" => return existing(args, adapter, profiles, progress, "kubeconfig").await,
+        "kubeconfig" => return existing(args, adapter, profiles, progress, Provided::Named("kubeconfig")).await,
         provider @ ("kind" | "k3s") => {
             return container_cluster(provider.to_string(), args, adapter, profiles, progress).await;
         }
@@ -290,15 +290,17 @@ async fn container_cluster(
     };
     args.kubeconfig = Some(cluster.kubeconfig());
     args.context = None;
-    let code = existing(args, adapter, profiles, progress.clone(), &provider).await;
+    let named = if provider == "kind" { "kind" } else { "k3s" };
+    let code = existing(args, adapter, profiles, progress.clone(), Provided::Named(named)).await;
     cluster.remove(&progress).await;
     code
 }
 
 /// `--cluster local --install helm`: the local cluster with real nodes and no driver of its
 /// own, the driver's image imported into every node (no registry), its chart installed: the
-/// vendor's release path. The run then goes as with `--cluster kubeconfig`, and the cluster
-/// stops after it, also on Ctrl-C.
+/// vendor's release path. The run then goes as with `--cluster kubeconfig`, except that the
+/// suite controls the nodes (kubelet restarts, node removal run), and the cluster stops after
+/// it, also on Ctrl-C.
 async fn local_chart(
     mut args: ConformanceArgs,
     adapter: Adapter,
@@ -314,7 +316,8 @@ async fn local_chart(
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-    dracheck_clusters::local::node_limit(node_kind).check(args.nodes).map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
+    let filter = Filter { only: args.only.clone(), skip: args.skip.clone() };
+    check_nodes(args.nodes, node_kind, &profiles, &filter)?;
     // The chart, image and helm are ready before the cluster starts.
     let local = crate::install::local_values(adapter.short, &args.install);
     args.install.values.splice(0..0, local);
@@ -351,9 +354,14 @@ async fn local_chart(
     };
     args.kubeconfig = Some(cluster.kubeconfig().to_path_buf());
     args.context = None;
-    let code = existing(args, adapter, profiles, progress, "local").await;
-    cluster.stop();
-    code
+    existing(args, adapter, profiles, progress, Provided::Local(Box::new(cluster))).await
+}
+
+/// Who made the cluster of a run on an installed driver: a provider by name (its cluster is
+/// not the suite's), or the local cluster, whose nodes the suite controls and stops after.
+enum Provided {
+    Named(&'static str),
+    Local(Box<dracheck_clusters::LocalCluster>),
 }
 
 /// `--cluster kubeconfig`: the driver already runs there, or `--install helm` installs it for
@@ -363,7 +371,7 @@ async fn existing(
     adapter: Adapter,
     profiles: Vec<(PathBuf, Profile)>,
     progress: Progress,
-    provider: &str,
+    provided: Provided,
 ) -> Result<u8, Early> {
     let kubeconfig = args
         .kubeconfig
@@ -391,7 +399,12 @@ async fn existing(
     } else {
         None
     };
+    let (provider, local) = match provided {
+        Provided::Named(name) => (name, None),
+        Provided::Local(cluster) => ("local", Some(*cluster)),
+    };
     let cfg = ExistingRun {
+        local,
         driver_pods,
         kubeconfig,
         context: args.context.clone(),
@@ -402,16 +415,31 @@ async fn existing(
         parallel: args.parallel,
     };
     let run_id = local_run::run_id();
+    // On Ctrl-C the run's future is dropped, and with it a local cluster inside it.
     let result = tokio::select! {
         r = local_run::run_existing(cfg, &run_id, &progress) => Some(r),
         _ = tokio::signal::ctrl_c() => None,
     };
-    crate::install::remove(installed, &progress).await;
+    // The release goes while its cluster is still up; a local cluster stops after. A local
+    // cluster is gone already where the run did not finish (its handle was dropped), and the
+    // release with it.
+    let cluster_gone = provider == "local" && !matches!(&result, Some(Ok(_)));
+    if cluster_gone {
+        if let Some(release) = installed {
+            release.gone_with_its_cluster();
+        }
+    } else {
+        crate::install::remove(installed, &progress).await;
+    }
     let Some(result) = result else {
         eprintln!("dracheck: interrupted; objects of this run carry the label dracheck.io/run={run_id}");
         return Ok(exit::INTERRUPTED);
     };
-    let mut result = result.map_err(|e| (exit::of(e.failure), e.message))?;
+    let finished = result.map_err(|e| (exit::of(e.failure), e.message))?;
+    if let Some(cluster) = finished.kept {
+        cluster.stop();
+    }
+    let mut result = finished.result;
     result.cluster.provider = provider.to_string();
     write_and_report(&args, short, &run_id, result)
 }

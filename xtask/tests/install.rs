@@ -379,6 +379,11 @@ fn the_example_chart_runs_on_the_local_clusters_real_nodes() {
             "isolation.*",
             "--only",
             "driver.restart.*",
+            // The suite controls the local cluster's nodes also where the chart runs the driver.
+            "--only",
+            "node.restart.*",
+            "--only",
+            "lifecycle.*",
             "--out",
             out_dir.to_str().unwrap(),
         ],
@@ -394,6 +399,8 @@ fn the_example_chart_runs_on_the_local_clusters_real_nodes() {
         "PASS  standard-inference   isolation.exclusive",
         "PASS  standard-inference   driver.restart.workload-keeps-devices",
         "PASS  standard-inference   driver.restart.new-claims-work",
+        "PASS  standard-inference   node.restart.driver-recovers",
+        "PASS  standard-inference   lifecycle.unprepared",
         "uninstalled helm release dra-example-driver",
     ] {
         assert!(said.contains(needle), "{needle:?} missing: {said}");

@@ -172,6 +172,12 @@ impl Installed {
         self.done = true;
         self.plan.run().await
     }
+
+    /// The release's cluster is gone (a local cluster stopped with everything in it): there is
+    /// nothing left to remove, and no API server to ask.
+    pub fn gone_with_its_cluster(mut self) {
+        self.done = true;
+    }
 }
 
 impl Drop for Installed {

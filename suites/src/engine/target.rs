@@ -1,6 +1,10 @@
-//! The cluster and driver under test, and the disruptions a scenario may cause. Restarting a
-//! kubelet or removing a node needs control over the nodes, which only the local cluster's
-//! emulated nodes give; elsewhere those scenarios are skipped with that reason.
+//! The cluster and driver under test, and the disruptions a scenario may cause: what every
+//! provider (the local cluster with its own driver, the local cluster with a driver's chart, a
+//! kubeconfig's cluster, kind, K3s) yields, and the one thing the engine runs on. Restarting a
+//! kubelet or removing a node needs control over the nodes, which only the local cluster gives;
+//! restarting the driver needs the driver's processes (the local cluster runs them) or its
+//! DaemonSet's pods. Where the target lacks one, the scenarios that need it are skipped with
+//! that reason.
 
 use std::time::Duration;
 
@@ -30,8 +34,12 @@ pub struct Target {
     pub driver: DriverFacts,
     /// Nodes that run the driver, in a stable order.
     pub nodes: Vec<String>,
+    /// The nodes the suite controls: the local cluster, where the run started one.
     local: Option<Mutex<LocalCluster>>,
-    /// Where no local cluster is: the driver's pods, if named.
+    /// The local cluster runs the driver's processes itself (not its chart's pods).
+    local_driver: bool,
+    /// The driver's plugin pods (a DaemonSet's), where it was installed in the cluster: the
+    /// driver is restarted through them.
     pub driver_pods: Option<DriverPods>,
 }
 
@@ -40,7 +48,7 @@ pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
 
 /// Why a disruption cannot be done on this target.
 pub const NEEDS_NODE_CONTROL: &str = "needs control over the nodes (kubelet restarts, node removal), which only a run that starts the local \
-     cluster's nodes itself has (not --cluster kubeconfig or --install helm)";
+     cluster's nodes itself has (--cluster local), not one on another cluster (--cluster kubeconfig, kind, k3s)";
 /// Why an installed driver cannot be restarted.
 pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
 
@@ -55,6 +63,10 @@ pub struct DriverPods {
 }
 
 impl Target {
+    /// `local`: the local cluster whose nodes the suite controls, if the run started one;
+    /// `driver_pods`: the installed driver's pods, where it was installed (otherwise the local
+    /// cluster, if any, runs the driver's processes).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: kube::Client,
         adapter: crate::adapters::Adapter,
@@ -62,9 +74,21 @@ impl Target {
         driver: DriverFacts,
         nodes: Vec<String>,
         local: Option<LocalCluster>,
+        driver_pods: Option<DriverPods>,
         plugin: Option<PluginAccess>,
     ) -> Target {
-        Target { client, adapter, plugin, cluster, driver, nodes, local: local.map(Mutex::new), driver_pods: None }
+        let local_driver = local.as_ref().is_some_and(|l| !l.drivers().is_empty());
+        Target {
+            client,
+            adapter,
+            plugin,
+            cluster,
+            driver,
+            nodes,
+            local: local.map(Mutex::new),
+            local_driver,
+            driver_pods,
+        }
     }
 
     /// Nodes that exist and carry slices of the driver, except the plugin tier's own, sorted:
@@ -101,10 +125,10 @@ impl Target {
     pub fn cannot(&self, d: crate::engine::Disruption) -> Option<&'static str> {
         use crate::engine::Disruption;
         match d {
-            _ if self.local.is_some() => None,
             Disruption::None => None,
-            Disruption::RestartsDriver if self.driver_pods.is_some() => None,
+            Disruption::RestartsDriver if self.driver_pods.is_some() || self.local_driver => None,
             Disruption::RestartsDriver => Some(NEEDS_DRIVER_PODS),
+            Disruption::ControlsNodes if self.local.is_some() => None,
             Disruption::ControlsNodes => Some(NEEDS_NODE_CONTROL),
         }
     }
@@ -121,9 +145,10 @@ impl Target {
         }
     }
 
-    /// Graceful stop and start of the driver's plugin on `node`; returns the downtime.
+    /// Graceful stop and start of the driver's plugin on `node` (its pod replaced by its
+    /// DaemonSet, where it was installed); returns the downtime.
     pub async fn restart_driver(&self, node: &str) -> Result<Duration, DisruptionError> {
-        if let (None, Some(pods)) = (&self.local, &self.driver_pods) {
+        if let Some(pods) = &self.driver_pods {
             return super::driver_pods::restart(&self.client, pods, node).await;
         }
         let mut local = self.local().await?;
@@ -147,7 +172,7 @@ impl Target {
 
     /// The driver's log tail on `node`, for evidence.
     pub async fn driver_log(&self, node: &str, lines: usize) -> Option<String> {
-        if let (None, Some(pods)) = (&self.local, &self.driver_pods) {
+        if let Some(pods) = &self.driver_pods {
             return super::driver_pods::log_tail(&self.client, pods, node, lines).await;
         }
         let local = self.local.as_ref()?.lock().await;
