@@ -39,19 +39,10 @@ pub enum ClusterError {
     )]
     BinaryVersionMismatch { dir: PathBuf, found: String, requested: String },
 
-    #[error(
-        "no Go toolchain found ({detail}). dracheck builds {what} from Go modules; install Go \
-         {min_go} or newer and put `go` on PATH, or {instead}."
-    )]
-    NoGo { detail: String, what: String, min_go: String, instead: String },
-
-    #[error(
-        "building {binary} of {what} failed after {elapsed_s}s; the full build \
-         log is {log}. Its last lines:\n{tail}\nCheck that the Go module proxy is reachable \
-         (GOPROXY) and that the disk has a few GiB free, then run the command again; the \
-         cache resumes where it stopped."
-    )]
-    BuildFailed { binary: String, what: String, elapsed_s: u64, log: PathBuf, tail: String },
+    /// A program built from Go modules (the control plane, node programs, tools) could not
+    /// be built.
+    #[error(transparent)]
+    Build(#[from] dracheck_gobuild::GoBuildError),
 
     #[error(
         "port {port} on 127.0.0.1 is already in use, so {component} cannot listen on it. \
@@ -249,16 +240,5 @@ pub struct InstallFailure {
 
 pub type Result<T, E = ClusterError> = std::result::Result<T, E>;
 
-/// The last `n` lines of a log file, for error messages.
-pub fn log_tail(path: &std::path::Path, n: usize) -> String {
-    match std::fs::read(path) {
-        Ok(bytes) => quoted_tail(&String::from_utf8_lossy(&bytes).lines().collect::<Vec<_>>(), n),
-        Err(e) => format!("  | (log unreadable: {e})"),
-    }
-}
-
-/// The last `n` of `lines`, each indented with `  | ` as quoted output.
-pub(crate) fn quoted_tail(lines: &[&str], n: usize) -> String {
-    let start = lines.len().saturating_sub(n);
-    lines[start..].iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
-}
+/// Log tails for error messages, as the Go builds quote them.
+pub use dracheck_gobuild::{log_tail, quoted_tail};

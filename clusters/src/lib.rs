@@ -2,7 +2,8 @@
 //! binaries on loopback, built from their Go modules and cached.
 
 pub mod error;
-pub mod gobuild;
+/// Programs built from upstream Go modules (its own crate: Go-written drivers build with it too).
+pub use dracheck_gobuild as gobuild;
 pub mod helm;
 pub mod k3s;
 pub mod kind;

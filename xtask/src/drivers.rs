@@ -140,9 +140,8 @@ impl DriverArgs {
                     .map_err(|e| (exit::BAD_INPUT, e.to_string()))
             }
             Some("example") => {
-                let bin = dracheck_example_driver::binary(progress)
-                    .await
-                    .map_err(|e| (exit::of(e.failure()), e.to_string()))?;
+                let bin =
+                    dracheck_example_driver::binary(progress).await.map_err(|e| crate::install::cluster(e.into()))?;
                 Ok(Some(dracheck_example_driver::adapter(&bin, dracheck_example_driver::DEVICES_PER_NODE)))
             }
             Some("nvidia") => {

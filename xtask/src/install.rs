@@ -163,7 +163,8 @@ impl InstallArgs {
         };
         let (chart, version) = match k.source {
             Source::Module(recipe, module, dir) => {
-                let root = dracheck_clusters::gobuild::module_dir(&recipe(), module).await.map_err(cluster)?;
+                let root =
+                    dracheck_clusters::gobuild::module_dir(&recipe(), module).await.map_err(|e| cluster(e.into()))?;
                 let chart = root.join(dir);
                 if !chart.join("Chart.yaml").is_file() {
                     return Err((exit::CLUSTER_DOWN, format!("the chart {} is not in {module}", chart.display())));
@@ -210,7 +211,7 @@ pub async fn local_images(args: &InstallArgs, driver: &str, progress: &Progress)
     let built = known(driver).filter(|_| args.chart.is_none()).and_then(|k| k.local_image);
     match (built, driver) {
         (Some(tag), "example") => {
-            let program = dracheck_example_driver::binary(progress).await.map_err(cluster)?;
+            let program = dracheck_example_driver::binary(progress).await.map_err(|e| cluster(e.into()))?;
             let archive = dracheck_clusters::local::real::images::program_image(tag, &program).map_err(cluster)?;
             progress.line(format!("image {tag}: {}", archive.display()));
             archives.push(archive);

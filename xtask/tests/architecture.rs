@@ -79,8 +79,26 @@ const INVARIANTS: &[Invariant] = &[
     },
     Invariant {
         krate: "dracheck-example-driver",
-        forbidden: &["dracheck-suites", "dracheck-report", "dracheck-explain", "xtask"],
+        forbidden: &["dracheck-clusters", "dracheck-suites", "dracheck-report", "dracheck-explain", "xtask"],
         why: "a driver is what the suite checks; it cannot know the checker",
+    },
+    Invariant {
+        krate: "dracheck-gobuild",
+        forbidden: &[
+            "dracheck-adapter",
+            "dracheck-objects",
+            "dracheck-clusters",
+            "dracheck-suites",
+            "dracheck-report",
+            "dracheck-explain",
+            "dracheck-kubelet-api",
+            "dracheck-results",
+            "dracheck-mock-driver",
+            "dracheck-example-driver",
+            "dracheck-nvidia",
+            "xtask",
+        ],
+        why: "building Go programs is a tool the clusters and Go-written drivers share; it knows neither",
     },
     Invariant {
         krate: "dracheck-nvidia",

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::progress::Progress;
+use super::Progress;
 use super::versions::Release;
 use crate::error::{ClusterError, Result};
 use crate::gobuild::{self, GoBinary, GoRecipe};

@@ -15,7 +15,6 @@ pub mod owner;
 pub mod pki;
 pub mod ports;
 pub mod process;
-pub mod progress;
 pub mod real;
 pub mod reap;
 pub mod state;
@@ -38,13 +37,13 @@ use self::owner::{Owner, OwnerProcess};
 use self::pki::Pki;
 pub use self::process::Lifetime;
 use self::process::Supervised;
-pub use self::progress::Progress;
 pub use self::real::NodeKind;
 use self::real::{RealNode, RealNodeEnv};
 use self::state::StateDir;
 pub use self::state::{ClusterInfo, Stopped};
 use crate::error::{ClusterError, Result};
 use crate::gobuild::fmt_elapsed;
+pub use dracheck_gobuild::Progress;
 
 /// How to start a local cluster. `Default` gives a throw-away cluster of the default release,
 /// on free ports, in a temporary state dir, that dies with its handle.

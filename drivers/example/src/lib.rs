@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use dracheck_adapter::spec::{DriverSpec, HELPER_FLAGS};
 use dracheck_adapter::{Adapter, Workload};
-use dracheck_clusters::ClusterError;
-use dracheck_clusters::gobuild::{self, GoBinary, GoRecipe};
-use dracheck_clusters::local::Progress;
+use dracheck_gobuild::{self as gobuild, GoBinary, GoBuildError, GoRecipe, Progress};
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceClass};
 
 /// The DRA driver name of the `gpu` device profile (`<profile>.example.com`).
@@ -67,7 +65,7 @@ pub fn recipe() -> GoRecipe {
 }
 
 /// The plugin binary, built into dracheck's cache on first use.
-pub async fn binary(progress: &Progress) -> Result<PathBuf, ClusterError> {
+pub async fn binary(progress: &Progress) -> Result<PathBuf, GoBuildError> {
     Ok(gobuild::cached_or_build(&recipe(), progress).await?.join(BINARY))
 }
 

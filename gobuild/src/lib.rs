@@ -6,8 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::error::{ClusterError, Result, log_tail};
-use crate::local::Progress;
+mod error;
+mod progress;
+
+pub use error::{GoBuildError, log_tail, quoted_tail};
+pub use progress::Progress;
+
+type Result<T, E = GoBuildError> = std::result::Result<T, E>;
 
 /// A Go module recipe and what to build from it.
 #[derive(Debug, Clone)]
@@ -89,11 +94,11 @@ pub async fn cached_or_build(recipe: &GoRecipe, progress: &Progress) -> Result<P
     if is_fresh(&stamp) {
         return Ok(bin);
     }
-    std::fs::create_dir_all(&root).map_err(ClusterError::io(format!("creating {}", root.display())))?;
+    std::fs::create_dir_all(&root).map_err(GoBuildError::io(format!("creating {}", root.display())))?;
     let _lock = FileLock::acquire(root.join("lock"), progress).await?;
     if !is_fresh(&stamp) {
         build(recipe, &root, &bin, progress).await?;
-        std::fs::write(&stamp, &wanted_stamp).map_err(ClusterError::io("writing the build stamp"))?;
+        std::fs::write(&stamp, &wanted_stamp).map_err(GoBuildError::io("writing the build stamp"))?;
     }
     Ok(bin)
 }
@@ -101,10 +106,10 @@ pub async fn cached_or_build(recipe: &GoRecipe, progress: &Progress) -> Result<P
 async fn build(recipe: &GoRecipe, root: &Path, bin: &Path, progress: &Progress) -> Result<()> {
     let go_version = go_version(recipe)?;
     let src = root.join("recipe");
-    std::fs::create_dir_all(&src).map_err(ClusterError::io(format!("creating {}", src.display())))?;
-    std::fs::create_dir_all(bin).map_err(ClusterError::io(format!("creating {}", bin.display())))?;
-    std::fs::write(src.join("go.mod"), recipe.go_mod).map_err(ClusterError::io("writing go.mod"))?;
-    std::fs::write(src.join("go.sum"), recipe.go_sum).map_err(ClusterError::io("writing go.sum"))?;
+    std::fs::create_dir_all(&src).map_err(GoBuildError::io(format!("creating {}", src.display())))?;
+    std::fs::create_dir_all(bin).map_err(GoBuildError::io(format!("creating {}", bin.display())))?;
+    std::fs::write(src.join("go.mod"), recipe.go_mod).map_err(GoBuildError::io("writing go.mod"))?;
+    std::fs::write(src.join("go.sum"), recipe.go_sum).map_err(GoBuildError::io("writing go.sum"))?;
     let log_path = root.join("build.log");
     progress.line(format!(
         "building {} from Go modules with {go_version} (first run only; {}, log: {})",
@@ -118,8 +123,8 @@ async fn build(recipe: &GoRecipe, root: &Path, bin: &Path, progress: &Progress) 
             .create(true)
             .append(true)
             .open(&log_path)
-            .map_err(ClusterError::io(format!("opening {}", log_path.display())))?;
-        let log_err = log.try_clone().map_err(ClusterError::io("duplicating the log handle"))?;
+            .map_err(GoBuildError::io(format!("opening {}", log_path.display())))?;
+        let log_err = log.try_clone().map_err(GoBuildError::io("duplicating the log handle"))?;
         let target = bin.join(format!("{}.partial", binary.name));
         let started = Instant::now();
         let mut child = tokio::process::Command::new(go_command())
@@ -139,14 +144,14 @@ async fn build(recipe: &GoRecipe, root: &Path, bin: &Path, progress: &Progress) 
             .map_err(|e| no_go(recipe, e.to_string()))?;
         let status = loop {
             tokio::select! {
-                status = child.wait() => break status.map_err(ClusterError::io("waiting for go build"))?,
+                status = child.wait() => break status.map_err(GoBuildError::io("waiting for go build"))?,
                 _ = tokio::time::sleep(Duration::from_secs(30)) => {
                     progress.line(format!("  building {}… {}", binary.name, fmt_elapsed(started.elapsed())));
                 }
             }
         };
         if !status.success() {
-            return Err(ClusterError::BuildFailed {
+            return Err(GoBuildError::BuildFailed {
                 binary: binary.name.into(),
                 what: recipe.what.clone(),
                 elapsed_s: started.elapsed().as_secs(),
@@ -155,7 +160,7 @@ async fn build(recipe: &GoRecipe, root: &Path, bin: &Path, progress: &Progress) 
             });
         }
         std::fs::rename(&target, bin.join(binary.name))
-            .map_err(ClusterError::io("moving the built binary into place"))?;
+            .map_err(GoBuildError::io("moving the built binary into place"))?;
         progress.line(format!("  built {} in {}", binary.name, fmt_elapsed(started.elapsed())));
     }
     progress.line(format!("{} built in {}", recipe.what, fmt_elapsed(total.elapsed())));
@@ -169,9 +174,9 @@ pub async fn module_dir(recipe: &GoRecipe, module: &str) -> Result<PathBuf> {
     let dir = tempfile::Builder::new()
         .prefix("dracheck-mod")
         .tempdir()
-        .map_err(ClusterError::io("creating a temp dir for go mod download"))?;
-    std::fs::write(dir.path().join("go.mod"), recipe.go_mod).map_err(ClusterError::io("writing go.mod"))?;
-    std::fs::write(dir.path().join("go.sum"), recipe.go_sum).map_err(ClusterError::io("writing go.sum"))?;
+        .map_err(GoBuildError::io("creating a temp dir for go mod download"))?;
+    std::fs::write(dir.path().join("go.mod"), recipe.go_mod).map_err(GoBuildError::io("writing go.mod"))?;
+    std::fs::write(dir.path().join("go.sum"), recipe.go_sum).map_err(GoBuildError::io("writing go.sum"))?;
     let out = tokio::process::Command::new(go_command())
         .args(["mod", "download", "-json", module])
         .current_dir(dir.path())
@@ -186,7 +191,7 @@ pub async fn module_dir(recipe: &GoRecipe, module: &str) -> Result<PathBuf> {
         Some(found) if out.status.success() => Ok(PathBuf::from(found)),
         _ => {
             let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-            Err(ClusterError::Io {
+            Err(GoBuildError::Io {
                 context: format!(
                     "`go mod download {module}` for {} failed; check that the Go module proxy (GOPROXY) is reachable",
                     recipe.what
@@ -197,8 +202,8 @@ pub async fn module_dir(recipe: &GoRecipe, module: &str) -> Result<PathBuf> {
     }
 }
 
-fn no_go(recipe: &GoRecipe, detail: String) -> ClusterError {
-    ClusterError::NoGo {
+fn no_go(recipe: &GoRecipe, detail: String) -> GoBuildError {
+    GoBuildError::NoGo {
         detail,
         what: recipe.what.clone(),
         min_go: recipe.min_go.into(),
@@ -229,12 +234,12 @@ pub fn fmt_elapsed(d: Duration) -> String {
 }
 
 /// An exclusive `flock` held for the life of the value.
-pub(crate) struct FileLock {
+pub struct FileLock {
     _file: std::fs::File,
 }
 
 impl FileLock {
-    pub(crate) async fn acquire(path: PathBuf, progress: &Progress) -> Result<FileLock> {
+    pub async fn acquire(path: PathBuf, progress: &Progress) -> Result<FileLock> {
         let file = Self::open(&path)?;
         if Self::try_lock(&file) {
             return Ok(FileLock { _file: file });
@@ -245,7 +250,7 @@ impl FileLock {
 
     /// [`FileLock::acquire`] for callers outside async code: blocks this thread while another
     /// process holds the lock.
-    pub(crate) fn acquire_blocking(path: &Path, progress: &Progress) -> Result<FileLock> {
+    pub fn acquire_blocking(path: &Path, progress: &Progress) -> Result<FileLock> {
         let file = Self::open(path)?;
         if Self::try_lock(&file) {
             return Ok(FileLock { _file: file });
@@ -260,7 +265,7 @@ impl FileLock {
             .truncate(false)
             .write(true)
             .open(path)
-            .map_err(ClusterError::io(format!("opening {}", path.display())))
+            .map_err(GoBuildError::io(format!("opening {}", path.display())))
     }
 
     fn try_lock(file: &std::fs::File) -> bool {
@@ -283,7 +288,7 @@ impl FileLock {
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
             Ok(FileLock { _file: file })
         } else {
-            Err(ClusterError::Io {
+            Err(GoBuildError::Io {
                 context: format!("locking {}", path.display()),
                 source: std::io::Error::last_os_error(),
             })
