@@ -33,8 +33,10 @@ mod tests {
     fn globs_and_filters() {
         assert!(glob("claim.*", "claim.impossible.count"));
         assert!(glob("*.count", "claim.impossible.count"));
+        assert!(glob("claim.*.count", "claim.impossible.count"));
         assert!(!glob("claim.*", "plugin.cdi.valid"));
         assert!(glob("plugin.cdi.valid", "plugin.cdi.valid"));
+        assert!(glob("exact", "exact") && !glob("exact", "exactly"));
         let f = Filter { only: vec!["claim.*".into()], skip: vec!["*.count".into()] };
         assert!(f.selects("claim.compatible.allocated"));
         assert!(!f.selects("claim.impossible.count"));

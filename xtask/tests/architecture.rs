@@ -6,10 +6,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// A crate, the workspace crates it must not depend on (normal or build dependencies), and why.
+/// What a crate may depend on among the workspace's crates (normal or build dependencies).
+enum Rule {
+    /// These and no other.
+    Only(&'static [&'static str]),
+    /// Anything but these.
+    Not(&'static [&'static str]),
+}
+
+/// A crate, the rule its workspace dependencies keep, and why.
 struct Invariant {
     krate: &'static str,
-    forbidden: &'static [&'static str],
+    rule: Rule,
     why: &'static str,
 }
 
@@ -18,134 +26,62 @@ const DRIVERS: [&str; 3] = ["dracheck-mock-driver", "dracheck-example-driver", "
 const INVARIANTS: &[Invariant] = &[
     Invariant {
         krate: "dracheck-objects",
-        forbidden: &[
-            "dracheck-clusters",
-            "dracheck-suites",
-            "dracheck-report",
-            "dracheck-explain",
-            "dracheck-kubelet-api",
-            "dracheck-mock-driver",
-            "dracheck-example-driver",
-            "dracheck-nvidia",
-            "xtask",
-        ],
+        rule: Rule::Only(&[]),
         why: "the objects every layer builds on depend on no other layer",
     },
     Invariant {
         krate: "dracheck-kubelet-api",
-        forbidden: &[
-            "dracheck-objects",
-            "dracheck-clusters",
-            "dracheck-suites",
-            "dracheck-report",
-            "dracheck-explain",
-            "dracheck-mock-driver",
-            "dracheck-example-driver",
-            "dracheck-nvidia",
-            "xtask",
-        ],
+        rule: Rule::Only(&[]),
         why: "the kubelet plugin protocol is the protocol only: kubelet side and driver side both build on it",
     },
     Invariant {
+        krate: "dracheck-results",
+        rule: Rule::Only(&[]),
+        why: "the result schema is read by reports and other tools without the suite: serde only",
+    },
+    Invariant {
+        krate: "dracheck-adapter",
+        rule: Rule::Only(&[]),
+        why: "what a driver states of itself for the suite is an interface both sides build on, below the clusters",
+    },
+    Invariant {
+        krate: "dracheck-gobuild",
+        rule: Rule::Only(&[]),
+        why: "building Go programs is a tool the clusters and Go-written drivers share; it knows neither",
+    },
+    Invariant {
         krate: "dracheck-clusters",
-        forbidden: &[
-            "dracheck-suites",
-            "dracheck-report",
-            "dracheck-explain",
-            "dracheck-mock-driver",
-            "dracheck-example-driver",
-            "dracheck-nvidia",
-            "xtask",
-        ],
+        rule: Rule::Only(&["dracheck-objects", "dracheck-kubelet-api", "dracheck-adapter", "dracheck-gobuild"]),
         why: "clusters knows nothing of suites or of any driver: it runs whatever driver program it is given",
     },
     Invariant {
         krate: "dracheck-explain",
-        forbidden: &[
-            "dracheck-clusters",
-            "dracheck-suites",
-            "dracheck-report",
-            "dracheck-mock-driver",
-            "dracheck-example-driver",
-            "dracheck-nvidia",
-            "xtask",
-        ],
+        rule: Rule::Only(&["dracheck-objects"]),
         why: "explain judges objects read from any cluster; it starts none and runs no suite",
     },
     Invariant {
         krate: "dracheck-mock-driver",
-        forbidden: &["dracheck-clusters", "dracheck-suites", "dracheck-report", "dracheck-explain", "xtask"],
-        why: "a driver is what the suite checks; it cannot know the checker",
+        rule: Rule::Only(&["dracheck-objects", "dracheck-kubelet-api", "dracheck-adapter"]),
+        why: "a driver is what the suite checks; it cannot know the checker, and states itself in an adapter",
     },
     Invariant {
         krate: "dracheck-example-driver",
-        forbidden: &["dracheck-clusters", "dracheck-suites", "dracheck-report", "dracheck-explain", "xtask"],
-        why: "a driver is what the suite checks; it cannot know the checker",
-    },
-    Invariant {
-        krate: "dracheck-gobuild",
-        forbidden: &[
-            "dracheck-adapter",
-            "dracheck-objects",
-            "dracheck-clusters",
-            "dracheck-suites",
-            "dracheck-report",
-            "dracheck-explain",
-            "dracheck-kubelet-api",
-            "dracheck-results",
-            "dracheck-mock-driver",
-            "dracheck-example-driver",
-            "dracheck-nvidia",
-            "xtask",
-        ],
-        why: "building Go programs is a tool the clusters and Go-written drivers share; it knows neither",
+        rule: Rule::Only(&["dracheck-objects", "dracheck-adapter", "dracheck-gobuild"]),
+        why: "a driver is what the suite checks; it cannot know the checker, and states itself in an adapter",
     },
     Invariant {
         krate: "dracheck-nvidia",
-        forbidden: &["dracheck-clusters", "dracheck-suites", "dracheck-report", "dracheck-explain", "xtask"],
-        why: "a driver is what the suite checks; it cannot know the checker",
-    },
-    Invariant {
-        krate: "dracheck-results",
-        forbidden: &[
-            "dracheck-objects",
-            "dracheck-clusters",
-            "dracheck-suites",
-            "dracheck-report",
-            "dracheck-explain",
-            "dracheck-kubelet-api",
-            "dracheck-mock-driver",
-            "dracheck-example-driver",
-            "dracheck-nvidia",
-            "xtask",
-        ],
-        why: "the result schema is read by reports and other tools without the suite: serde only",
+        rule: Rule::Only(&["dracheck-objects", "dracheck-adapter"]),
+        why: "a driver is what the suite checks; it cannot know the checker, and states itself in an adapter",
     },
     Invariant {
         krate: "dracheck-suites",
-        forbidden: &["dracheck-report", "xtask"],
+        rule: Rule::Not(&["dracheck-report", "xtask"]),
         why: "reports render results; the suite that makes them does not render",
     },
     Invariant {
-        krate: "dracheck-adapter",
-        forbidden: &[
-            "dracheck-objects",
-            "dracheck-clusters",
-            "dracheck-suites",
-            "dracheck-report",
-            "dracheck-explain",
-            "dracheck-kubelet-api",
-            "dracheck-results",
-            "dracheck-mock-driver",
-            "dracheck-example-driver",
-            "dracheck-nvidia",
-            "xtask",
-        ],
-        why: "what a driver states of itself for the suite is an interface both sides build on, below the clusters",
-    },
-    Invariant {
         krate: "dracheck-report",
-        forbidden: &["dracheck-suites", "dracheck-clusters", "xtask"],
+        rule: Rule::Only(&["dracheck-results"]),
         why: "reports render a result file alone: they read it through dracheck-results, not the suite",
     },
 ];
@@ -196,7 +132,11 @@ fn violations(graph: &Graph) -> Vec<String> {
             found.push(format!("{} is not in the workspace any more: update INVARIANTS", inv.krate));
             continue;
         };
-        for dep in inv.forbidden.iter().filter(|d| deps.contains(**d)) {
+        let broken = |dep: &&String| match inv.rule {
+            Rule::Only(allowed) => !allowed.contains(&dep.as_str()),
+            Rule::Not(forbidden) => forbidden.contains(&dep.as_str()),
+        };
+        for dep in deps.iter().filter(broken) {
             found.push(format!("{} depends on {dep}: {}", inv.krate, inv.why));
         }
     }

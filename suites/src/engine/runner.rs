@@ -339,22 +339,3 @@ pub async fn cleanup_run(client: &kube::Client, run_id: &str) {
     let classes: Api<DeviceClass> = Api::all(client.clone());
     let _ = classes.delete_collection(&DeleteParams::default(), &lp).await;
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs_and_filters() {
-        assert!(glob("claim.*", "claim.impossible.count"));
-        assert!(glob("*.count", "claim.impossible.count"));
-        assert!(glob("claim.*.count", "claim.impossible.count"));
-        assert!(!glob("claim.*", "node.removal.pods-gone"));
-        assert!(glob("exact", "exact") && !glob("exact", "exactly"));
-        let f = Filter { only: vec!["claim.*".into()], skip: vec!["*.count".into()] };
-        assert!(f.selects("claim.impossible.selector"));
-        assert!(!f.selects("claim.impossible.count"));
-        assert!(!f.selects("driver.restart.slices-kept"));
-        assert!(Filter::default().selects("anything"));
-    }
-}
