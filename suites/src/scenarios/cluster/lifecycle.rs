@@ -95,7 +95,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         ctx.skip(
             id,
             "the kubelet's DRA checkpoint is read from the node's disk, which only a run that starts the local \
-             cluster's nodes itself can do (not --cluster kubeconfig or --install helm)",
+             cluster's nodes itself can do (--cluster local), not one on another cluster (--cluster kubeconfig, \
+             kind, k3s)",
         );
         return Ok(());
     }
