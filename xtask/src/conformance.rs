@@ -167,7 +167,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
         }
         "local" if args.install.wanted()? => return local_chart(args, adapter, profiles, progress).await,
         "local" => {}
-        "kubeconfig" => return existing(args, adapter, profiles, progress, Provided::Named("kubeconfig")).await,
+        "kubeconfig" => return existing(args, adapter, profiles, progress, Provided::Named("kubeconfig".into())).await,
         provider @ ("kind" | "k3s") => {
             return container_cluster(provider.to_string(), args, adapter, profiles, progress).await;
         }
@@ -290,8 +290,7 @@ async fn container_cluster(
     };
     args.kubeconfig = Some(cluster.kubeconfig());
     args.context = None;
-    let named = if provider == "kind" { "kind" } else { "k3s" };
-    let code = existing(args, adapter, profiles, progress.clone(), Provided::Named(named)).await;
+    let code = existing(args, adapter, profiles, progress.clone(), Provided::Named(provider)).await;
     cluster.remove(&progress).await;
     code
 }
@@ -360,7 +359,7 @@ async fn local_chart(
 /// Who made the cluster of a run on an installed driver: a provider by name (its cluster is
 /// not the suite's), or the local cluster, whose nodes the suite controls and stops after.
 enum Provided {
-    Named(&'static str),
+    Named(String),
     Local(Box<dracheck_clusters::LocalCluster>),
 }
 
@@ -401,8 +400,9 @@ async fn existing(
     };
     let (provider, local) = match provided {
         Provided::Named(name) => (name, None),
-        Provided::Local(cluster) => ("local", Some(*cluster)),
+        Provided::Local(cluster) => ("local".to_string(), Some(*cluster)),
     };
+    let started_here = local.is_some();
     let cfg = ExistingRun {
         local,
         driver_pods,
@@ -423,7 +423,7 @@ async fn existing(
     // The release goes while its cluster is still up; a local cluster stops after. A local
     // cluster is gone already where the run did not finish (its handle was dropped), and the
     // release with it.
-    let cluster_gone = provider == "local" && !matches!(&result, Some(Ok(_)));
+    let cluster_gone = started_here && !matches!(&result, Some(Ok(_)));
     if cluster_gone {
         if let Some(release) = installed {
             release.gone_with_its_cluster();
@@ -440,7 +440,7 @@ async fn existing(
         cluster.stop();
     }
     let mut result = finished.result;
-    result.cluster.provider = provider.to_string();
+    result.cluster.provider = provider;
     write_and_report(&args, short, &run_id, result)
 }
 

@@ -197,10 +197,11 @@ impl<'a> Ctx<'a> {
         <K as kube::Resource>::DynamicType: Default,
     {
         let name = obj.meta().name.clone().unwrap_or_default();
-        self.api::<K>()
+        Ok(self
+            .api::<K>()
             .create(&PostParams::default(), obj)
             .await
-            .doing(|| format!("creating {} {name}", K::kind(&Default::default())))
+            .doing(|| format!("creating {} {name}", K::kind(&Default::default())))?)
     }
 
     /// Creates a DeviceClass for this scenario; removed when the scenario ends, or by

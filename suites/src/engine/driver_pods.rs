@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, LogParams};
 
-use super::error::DisruptionError;
+use super::error::{ApiContext, DisruptionError};
 use super::target::DriverPods;
 
 /// How long a DaemonSet gets to bring the plugin back on the node.
@@ -18,10 +18,7 @@ async fn on_node(client: &kube::Client, pods: &DriverPods, node: &str) -> Result
         None => Api::all(client.clone()),
     };
     let lp = ListParams::default().labels(&pods.selector).fields(&format!("spec.nodeName={node}"));
-    api.list(&lp).await.map(|l| l.items).map_err(|source| DisruptionError::Api {
-        doing: format!("listing the driver's pods ({})", pods.selector),
-        source,
-    })
+    Ok(api.list(&lp).await.doing(|| format!("listing the driver's pods ({})", pods.selector))?.items)
 }
 
 fn ready(p: &Pod) -> bool {
@@ -49,7 +46,7 @@ pub async fn restart(client: &kube::Client, pods: &DriverPods, node: &str) -> Re
     Api::<Pod>::namespaced(client.clone(), &ns)
         .delete(&name, &DeleteParams::default())
         .await
-        .map_err(|source| DisruptionError::Api { doing: format!("deleting the driver's pod {ns}/{name}"), source })?;
+        .doing(|| format!("deleting the driver's pod {ns}/{name}"))?;
     while started.elapsed() < BACK_WITHIN {
         let now = on_node(client, pods, node).await?;
         if now.iter().any(|p| p.metadata.uid != old_uid && ready(p)) {

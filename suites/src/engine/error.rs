@@ -10,13 +10,8 @@ use crate::scenarios::plugin::harness::{HarnessError, PrepareError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// A call to the API server failed.
-    #[error("{doing}: {source}")]
-    Api {
-        doing: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] ApiError),
     /// The profile's inline DeviceClass has the name of one dracheck did not make.
     #[error(
         "the profile's DeviceClass {0} already exists on the cluster and was not made by dracheck; refer to it \
@@ -61,14 +56,24 @@ impl ScenarioError {
     }
 }
 
+/// A call to the API server failed, with what the suite was doing: one type for every error
+/// enum of the suite that has API calls in it (scenarios, disruptions, the plugin harness).
+#[derive(Debug, thiserror::Error)]
+#[error("{doing}: {source}")]
+pub struct ApiError {
+    pub doing: String,
+    #[source]
+    pub source: kube::Error,
+}
+
 /// A kube call's error, with what the suite was doing.
 pub trait ApiContext<T> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, ScenarioError>;
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, ApiError>;
 }
 
 impl<T> ApiContext<T> for Result<T, kube::Error> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, ScenarioError> {
-        self.map_err(|source| ScenarioError::Api { doing: what(), source })
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, ApiError> {
+        self.map_err(|source| ApiError { doing: what(), source })
     }
 }
 
@@ -86,12 +91,8 @@ pub enum DisruptionError {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     /// An installed driver's pods could not be listed or deleted.
-    #[error("{doing}: {source}")]
-    Api {
-        doing: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] ApiError),
     #[error("no ready pod matching {selector:?} runs on {node}: check --driver-pods and --driver-namespace")]
     NoDriverPod { selector: String, node: String },
     #[error(

@@ -10,7 +10,7 @@ pub mod target;
 pub mod wait;
 
 pub use ctx::Ctx;
-pub use error::{ApiContext, DisruptionError, ScenarioError};
+pub use error::{ApiContext, ApiError, DisruptionError, ScenarioError};
 pub use runner::{Filter, Outcome, Plan, cleanup_run, run};
 pub use scenario::{Disruption, Role, RunFn, Scenario, Tier};
 pub use target::Target;

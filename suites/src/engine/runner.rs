@@ -213,10 +213,8 @@ async fn ensure_class(target: &Target, profile: &Profile, run_id: &str) -> Resul
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
-            api.create(&PostParams::default(), &class)
-                .await
-                .map(|_| ())
-                .doing(|| format!("creating DeviceClass {name}"))
+            api.create(&PostParams::default(), &class).await.doing(|| format!("creating DeviceClass {name}"))?;
+            Ok(())
         }
         None => match api
             .get_opt(profile.class_name())

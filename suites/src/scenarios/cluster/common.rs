@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams, LogParams};
 
 use crate::adapters::{DeviceKey, SeenOther};
 use crate::engine::wait::conditions;
-use crate::engine::{ApiContext, Ctx, ScenarioError};
+use crate::engine::{ApiContext, ApiError, Ctx, ScenarioError};
 
 /// The device names allocated to a claim.
 pub fn device_names(claim: &ResourceClaim) -> Vec<String> {
@@ -49,7 +49,7 @@ pub enum NotSeen {
     #[error("device {device} of pool {pool} was allocated but no slice publishes its {attribute}")]
     Unpublished { device: String, pool: String, attribute: String },
     #[error(transparent)]
-    Unreadable(#[from] ScenarioError),
+    Unreadable(#[from] ApiError),
 }
 
 /// Whether the workload `pod` sees exactly the devices allocated to `claim`, by the driver

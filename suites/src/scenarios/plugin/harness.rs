@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 
-use crate::engine::Ctx;
 use crate::engine::target::{PLUGIN_TIER_LABEL, PluginAccess};
+use crate::engine::{ApiContext, ApiError, Ctx};
 use crate::result::Evidence;
 use dracheck_clusters::ClusterError;
 use dracheck_kubelet_api::SocketError;
@@ -63,10 +63,7 @@ impl PluginNode {
             time_added: None,
         }]);
         let nodes: Api<Node> = Api::all(client.clone());
-        let created = nodes
-            .create(&PostParams::default(), &node)
-            .await
-            .map_err(|source| HarnessError::Api { doing: format!("creating node {name}"), source })?;
+        let created = nodes.create(&PostParams::default(), &node).await.doing(|| format!("creating node {name}"))?;
         let status = serde_json::json!({ "status": node.status });
         let _ = nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
         let cfg = NodeConfig {
@@ -163,10 +160,7 @@ impl PluginNode {
     pub async fn allocate(&self, name: &str, pool: &str, devices: &[&str]) -> Result<Claim, HarnessError> {
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &self.ns);
         let claim = dracheck_objects::claim(&self.ns, name, "dracheck-plugin-tier", devices.len().max(1) as i64, &[]);
-        let created = claims
-            .create(&PostParams::default(), &claim)
-            .await
-            .map_err(|source| HarnessError::Api { doing: format!("creating claim {name}"), source })?;
+        let created = claims.create(&PostParams::default(), &claim).await.doing(|| format!("creating claim {name}"))?;
         let results: Vec<_> = devices
             .iter()
             .map(|d| serde_json::json!({ "request": "req", "driver": self.driver_name, "pool": pool, "device": d }))
@@ -178,7 +172,7 @@ impl PluginNode {
         claims
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
-            .map_err(|source| HarnessError::Api { doing: format!("allocating claim {name}"), source })?;
+            .doing(|| format!("allocating claim {name}"))?;
         Ok(Claim { namespace: self.ns.clone(), uid: created.metadata.uid.unwrap_or_default(), name: name.into() })
     }
 
@@ -235,12 +229,8 @@ impl PluginNode {
 /// Why the suite's own node could not be set up, or could not reach the driver's registration.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("{doing}: {source}")]
-    Api {
-        doing: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] ApiError),
     #[error("creating {}: {source}", path.display())]
     Dir {
         path: std::path::PathBuf,
