@@ -14,7 +14,6 @@ use dracheck_explain::{Cause, Explanation};
 use dracheck_mock_driver::adapter as mock;
 use dracheck_mock_driver::cli::DEFAULT_DRIVER as MOCK_DRIVER;
 use dracheck_objects::{claim, device_class, pod};
-use dracheck_suites::adapters;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -286,8 +285,7 @@ fn main() -> std::process::ExitCode {
     run_with_cluster(tests, Sharing::Serial, async |cluster| {
         let started = Instant::now();
         cluster.add_nodes(2).await.expect("two emulated nodes");
-        let bin =
-            adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock driver builds");
+        let bin = mock::binary().expect("the mock driver builds");
         cluster.start_driver(&mock::spec(&bin, &inventory(dir.path()), &[])).expect("the driver starts");
         let classes: Api<DeviceClass> = Api::all(cluster.client());
         classes.create(&PostParams::default(), &device_class(CLASS, MOCK_DRIVER, &[])).await.unwrap();

@@ -7,7 +7,6 @@ use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_mock_driver::adapter as mock;
 use dracheck_mock_driver::cli::DEFAULT_DRIVER as MOCK_DRIVER;
 use dracheck_objects::{claim, claim_template, device_class, pod};
-use dracheck_suites::adapters;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::api::{Api, ListParams, PostParams};
@@ -17,8 +16,7 @@ const NS: &str = "default";
 async fn cluster_with_mock(nodes: usize) -> LocalCluster {
     let mut cluster = LocalCluster::start(LocalClusterOptions::from_env()).await.expect("the local cluster starts");
     cluster.add_nodes(nodes).await.expect("emulated nodes start");
-    let bin =
-        adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock driver builds");
+    let bin = mock::binary().expect("the mock driver builds");
     cluster.start_driver(&mock::spec(&bin, &mock::default_inventory(), &[])).expect("the driver starts");
     let classes: Api<DeviceClass> = Api::all(cluster.client());
     classes.create(&PostParams::default(), &device_class("mock-gpu", MOCK_DRIVER, &[])).await.unwrap();

@@ -10,7 +10,6 @@ use dracheck_clusters::local::Progress;
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_mock_driver::adapter as mock;
 use dracheck_mock_driver::cli::DEFAULT_DRIVER as MOCK_DRIVER;
-use dracheck_suites::adapters;
 use dracheck_suites::engine::Filter;
 use dracheck_suites::engine::target::DriverPods;
 use dracheck_suites::local_run::{self, ExistingRun};
@@ -53,7 +52,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
             .await
             .expect("the local cluster starts");
     cluster.add_nodes(NODES).await.expect("nodes start");
-    let mock = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock builds");
+    let mock = mock::binary().expect("the mock builds");
     let ds: Api<DaemonSet> = Api::namespaced(cluster.client(), "default");
     ds.create(&Default::default(), &mock_daemon_set(&cluster, &mock, faults)).await.expect("the DaemonSet is created");
     let slices: Api<ResourceSlice> = Api::all(cluster.client());

@@ -16,7 +16,6 @@ use dracheck_clusters::local::{DriverSpec, Progress};
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_nvidia::adapter::Options as NvidiaOptions;
 use dracheck_nvidia::record::{Gpu, Recording};
-use dracheck_suites::adapters;
 use dracheck_suites::engine::Filter;
 use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_NODE_CONTROL};
 use dracheck_suites::local_run::{self, ExistingRun};
@@ -114,7 +113,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
     let adapter = dracheck_nvidia::adapter::adapter(opts);
     // What the chart would install.
     local_run::install_classes(&cluster.client(), &adapter).await.expect("the classes install");
-    let mock = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver").expect("the mock builds");
+    let mock = dracheck_mock_driver::adapter::binary().expect("the mock builds");
     let mut args: Vec<String> = [
         "--driver-name={driver}",
         "--node-name={node}",

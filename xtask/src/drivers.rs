@@ -133,8 +133,7 @@ impl DriverArgs {
                         format!("the inventory {} does not exist; pass --inventory FILE", inventory.display()),
                     ));
                 }
-                let bin = adapters::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
-                    .map_err(|e| (exit::CLUSTER_DOWN, e.to_string()))?;
+                let bin = dracheck_mock_driver::adapter::binary().map_err(|e| (exit::CLUSTER_DOWN, e.to_string()))?;
                 dracheck_mock_driver::adapter::adapter(&bin, &inventory, &self.faults)
                     .map(Some)
                     .map_err(|e| (exit::BAD_INPUT, e.to_string()))

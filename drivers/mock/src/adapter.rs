@@ -27,8 +27,12 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
 
 /// The mock built in this workspace (built now if it is not yet) on its shipped inventory.
 pub fn default(faults: &[String]) -> Result<Adapter, AdapterError> {
-    let program = dracheck_adapter::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")?;
-    adapter(&program, &default_inventory(), faults)
+    adapter(&binary()?, &default_inventory(), faults)
+}
+
+/// The mock's binary of this workspace, built now if it is not yet.
+pub fn binary() -> Result<PathBuf, AdapterError> {
+    dracheck_adapter::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
 }
 
 fn fault_args(faults: &[String]) -> Vec<String> {

@@ -17,16 +17,7 @@ pub fn uuids(output: &str) -> Vec<String> {
 }
 
 /// Whether the container saw exactly the allocated `want` UUIDs: no fewer (allocation not
-/// delivered) and no more (isolation broken).
-pub fn sees_exactly(output: &str, want: &[String]) -> Result<(), String> {
-    let mut seen = uuids(output);
-    seen.sort();
-    seen.dedup();
-    let mut want = want.to_vec();
-    want.sort();
-    if seen == want {
-        Ok(())
-    } else {
-        Err(format!("nvidia-smi -L in the container lists {seen:?}, but {want:?} were allocated"))
-    }
+/// delivered) and no more (isolation broken); the suite's one comparison of seen and allocated.
+pub fn sees_exactly(output: &str, want: &[String]) -> Result<(), dracheck_adapter::SeenOther> {
+    dracheck_adapter::sees_exactly(uuids(output), want)
 }
