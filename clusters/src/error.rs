@@ -107,6 +107,9 @@ pub enum ClusterError {
     )]
     RealNodesNeeded { what: String },
 
+    #[error("the local cluster has no node {name}; `cargo xtask cluster status` lists its nodes")]
+    NoSuchNode { name: String },
+
     #[error("{tool} is not available: {detail}. To fix: {fix}.")]
     MissingTool { tool: String, detail: String, fix: String },
 

@@ -36,6 +36,9 @@ pub const DRIVER_RESTART_SLICES_KEPT: &str = "driver.restart.slices-kept";
 // nodeRestart
 pub const NODE_RESTART_DRIVER_RECOVERS: &str = "node.restart.driver-recovers";
 
+// nodeReboot
+pub const NODE_REBOOT_WORKLOADS_RESUME: &str = "node.reboot.workloads-resume";
+
 // nodeRemoval
 pub const NODE_REMOVAL_SLICES_GONE: &str = "node.removal.slices-gone";
 pub const NODE_REMOVAL_PODS_GONE: &str = "node.removal.pods-gone";

@@ -70,6 +70,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
     NODE_RESTART_DRIVER_RECOVERS,
+    NODE_REBOOT_WORKLOADS_RESUME,
     NODE_REMOVAL_SLICES_GONE,
     NODE_REMOVAL_PODS_GONE,
     NODE_REMOVAL_CLAIMS_DEALLOCATED,
@@ -162,13 +163,13 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "prepare-wrong-device",
         misbehaviour: "the CDI spec of every claim sets up the node's first device, whatever was allocated; the response still names the allocated ones",
-        breaks: &[&[WORKLOAD_SEES_DEVICES, ISOLATION_EXCLUSIVE, LIMITS_MAX_DEVICES_PER_CLAIM]],
+        breaks: &[&[WORKLOAD_SEES_DEVICES, ISOLATION_EXCLUSIVE, LIMITS_MAX_DEVICES_PER_CLAIM, NODE_REBOOT_WORKLOADS_RESUME]],
         may_break: &[],
     },
     FaultCase {
         fault: "prepare-first-device-only",
         misbehaviour: "the CDI spec of a claim sets up only its first allocated device, for each of its devices",
-        breaks: &[&[WORKLOAD_SEES_DEVICES, LIMITS_MAX_DEVICES_PER_CLAIM]],
+        breaks: &[&[WORKLOAD_SEES_DEVICES, LIMITS_MAX_DEVICES_PER_CLAIM, NODE_REBOOT_WORKLOADS_RESUME]],
         may_break: &[],
     },
     FaultCase {
@@ -207,8 +208,14 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "register-first-start-only",
         misbehaviour: "a restarted driver serves DRA but offers no registration socket, so the kubelet never learns it is back",
         // The node-restart scenario shares its node with the driver-restart scenario, which
-        // runs first: the kubelet that restarts there finds no plugin to register.
-        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NEW_CLAIMS_WORK, NODE_RESTART_DRIVER_RECOVERS]],
+        // runs first: the kubelet that restarts there finds no plugin to register. A reboot
+        // starts the driver again too.
+        breaks: &[&[
+            PLUGIN_RESTART_KEEPS_STATE,
+            DRIVER_RESTART_NEW_CLAIMS_WORK,
+            NODE_RESTART_DRIVER_RECOVERS,
+            NODE_REBOOT_WORKLOADS_RESUME,
+        ]],
         may_break: &[],
     },
     FaultCase {
@@ -227,14 +234,17 @@ pub const FAULTS: &[FaultCase] = &[
             CAPACITY_RECOVERED,
             LIFECYCLE_UNPREPARED,
             NODE_RESTART_DRIVER_RECOVERS,
+            NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[NEEDS_ALLOCATION, NEEDS_RUNNING_WORKLOADS],
     },
     FaultCase {
         fault: "no-slice-reconcile",
         misbehaviour: "slices are written at start-up and when the inventory changes, never re-created after someone deletes them; the kubelet wipes a node's slices when it starts, so after a kubelet restart the node offers no devices",
+        // A rebooted node's kubelet wipes its slices at start-up, before the driver is back
+        // as a rule; where the wipe comes later, nothing publishes them again.
         breaks: &[&[NODE_RESTART_DRIVER_RECOVERS]],
-        may_break: &[],
+        may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
     },
     FaultCase {
         fault: "foreign-slice=node-99",
@@ -246,6 +256,12 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "strict-authority",
         misbehaviour: "the registration socket's HTTP/2 server refuses the `:authority` the kubelet's plugin watcher sends (the socket path), as a plain tonic server does: GetInfo fails, the plugin never registers, and no claim is prepared",
         breaks: &[NEEDS_REGISTRATION, NEEDS_PREPARE, NEEDS_RUNNING_WORKLOADS],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "trust-checkpoint",
+        misbehaviour: "a prepare of a claim the driver's checkpoint lists answers from the checkpoint without writing the CDI spec again; after a node reboot (CDI specs on tmpfs gone, checkpoints on disk kept) the kubelet prepares the pods' claims again, and their containers cannot be created",
+        breaks: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
         may_break: &[],
     },
 ];

@@ -37,7 +37,7 @@ pub struct LocalRun {
 }
 
 impl LocalRun {
-    /// The default run of a driver: its shipped profiles, seven nodes so that every scenario
+    /// The default run of a driver: its shipped profiles, eight nodes so that every scenario
     /// role of two profiles runs side by side.
     pub fn default_for(adapter: Adapter) -> Result<LocalRun, crate::profile::ProfileError> {
         let profiles = crate::profile::shipped(adapter.short)
@@ -48,7 +48,7 @@ impl LocalRun {
             adapter,
             profiles,
             filter: Filter::default(),
-            nodes: 7,
+            nodes: 8,
             cluster: LocalClusterOptions::from_env(),
             scenario_timeout: Duration::from_secs(300),
             parallel: 0,

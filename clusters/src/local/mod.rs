@@ -524,6 +524,24 @@ impl LocalCluster {
         self.nodes.iter_mut().find(|n| n.name() == name)
     }
 
+    /// A node reboot: its driver dies with the machine (no shutdown path), the node boots
+    /// again (see [`LocalNode::reboot`]) and the driver starts on it again, as its
+    /// DaemonSet's pod would. A driver installed by its chart runs in the node's containers
+    /// and is started by the kubelet itself.
+    pub async fn reboot_node(&mut self, name: &str) -> Result<()> {
+        for d in self.drivers.iter_mut().filter(|d| d.node == name) {
+            d.kill();
+        }
+        let node = self.nodes.iter_mut().find(|n| n.name() == name).ok_or_else(|| ClusterError::NoSuchNode {
+            name: name.to_string(),
+        })?;
+        node.reboot().await?;
+        for d in self.drivers.iter_mut().filter(|d| d.node == name) {
+            d.start_again()?;
+        }
+        Ok(())
+    }
+
     /// Node removal: its drivers and containers stop and its Node object is deleted.
     pub async fn remove_node(&mut self, name: &str) -> Result<()> {
         // The machine goes away: its kubelet stops first, so it observes nothing of its

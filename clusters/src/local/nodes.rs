@@ -80,6 +80,15 @@ impl LocalNode {
         }
     }
 
+    /// A node reboot: everything on the node stops at once, its tmpfs (the CDI spec dir) is
+    /// lost, its disk (the kubelet's checkpoint) is kept, and it boots again.
+    pub async fn reboot(&mut self) -> Result<()> {
+        match self {
+            LocalNode::Emulated(n) => n.reboot().await,
+            LocalNode::Real(n) => n.reboot().await,
+        }
+    }
+
     /// Imports an image archive into the node's container runtime; emulated nodes run no
     /// images, so they are refused with the way to real nodes.
     pub async fn import_image(&self, archive: &std::path::Path) -> Result<()> {

@@ -34,6 +34,7 @@ pub enum Fault {
     NoSliceReconcile,
     ForeignSlice(String),
     StrictAuthority,
+    TrustCheckpoint,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -296,6 +297,15 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "the registration socket is served by a plain tonic (h2) server, which resets calls whose \
               :authority is no valid URI authority",
         form: Form::Bare(Fault::StrictAuthority),
+    },
+    // After a reboot the CDI specs (tmpfs) are gone while the checkpoints (disk) are kept; the
+    // kubelet prepares the pods' claims again and gets IDs that nothing resolves, so the pods
+    // stay in CreateContainerError. Breaks `node.reboot.workloads-resume`.
+    FaultSpec {
+        name: "trust-checkpoint",
+        doc: "a prepare of a claim the driver's checkpoint lists answers from the checkpoint without writing its CDI \
+              spec again",
+        form: Form::Bare(Fault::TrustCheckpoint),
     },
 ];
 

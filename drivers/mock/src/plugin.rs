@@ -109,7 +109,7 @@ impl Plugin {
             && let Some(prepared) = state.checkpoint.claims.get(&claim.uid)
         {
             // The spec may be gone (a tmpfs CDI dir after a reboot); the answer must resolve.
-            if !faults.has(&Fault::CdiWithoutSpec) {
+            if !faults.has(&Fault::CdiWithoutSpec) && !faults.has(&Fault::TrustCheckpoint) {
                 cdi::write(&ctx.cdi_dir, &self.exposed(prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
             }
             return Ok(prepared.response());

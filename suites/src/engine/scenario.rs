@@ -24,6 +24,8 @@ pub enum Role {
     Exhaustion,
     /// Restarts the driver and the kubelet of its node.
     Restarts,
+    /// Reboots its node.
+    Reboot,
     /// Removes its node.
     Removal,
 }

@@ -165,6 +165,25 @@ impl Target {
         Ok(n.restart_kubelet().await?)
     }
 
+    /// Reboots `node`: everything on it stops at once, its tmpfs (CDI specs) is lost, its
+    /// checkpoints are kept, and it boots again with its driver.
+    pub async fn reboot_node(&self, node: &str) -> Result<(), DisruptionError> {
+        Ok(self.local().await?.reboot_node(node).await?)
+    }
+
+    /// The CDI spec files in `node`'s CDI dir (`/var/run/cdi` of the node) with their
+    /// contents, where the suite can read them: the local cluster's nodes.
+    pub async fn cdi_specs(&self, node: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        let local = self.local.as_ref()?.lock().await;
+        let dir = local.nodes().iter().find(|n| n.name() == node)?.config().cdi_dir();
+        let mut specs = std::collections::BTreeMap::new();
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            specs.insert(entry.file_name().to_string_lossy().into_owned(), text);
+        }
+        Some(specs)
+    }
+
     /// Stops `node` and deletes its Node object.
     pub async fn remove_node(&self, node: &str) -> Result<(), DisruptionError> {
         Ok(self.local().await?.remove_node(node).await?)

@@ -141,6 +141,22 @@ pub mod conditions {
         move |pod: Option<&Pod>| phase_of(pod) == Some(phase)
     }
 
+    /// Every container of the pod runs, each one started later than `since` (a container
+    /// that was started again after a node reboot, say).
+    pub fn containers_started_after(
+        since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    ) -> impl Condition<Pod> + Clone {
+        move |pod: Option<&Pod>| {
+            let statuses = pod.and_then(|p| p.status.as_ref()?.container_statuses.as_ref());
+            statuses.is_some_and(|s| {
+                !s.is_empty()
+                    && s.iter().all(|c| {
+                        c.state.as_ref().and_then(|st| st.running.as_ref()?.started_at.as_ref()).is_some_and(|t| t.0 > since.0)
+                    })
+            })
+        }
+    }
+
     /// The scheduler has said no: `PodScheduled=False`.
     pub fn pod_unschedulable() -> impl Condition<Pod> + Clone {
         |pod: Option<&Pod>| unschedulable(pod).is_some()

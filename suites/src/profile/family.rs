@@ -115,6 +115,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["node-restart"],
     },
     Family {
+        key: "nodeReboot",
+        parameters: &[],
+        ids: &[NODE_REBOOT_WORKLOADS_RESUME],
+        publishes: Publishes::All(|g| g.node_reboot.is_some()),
+        scenarios: &["node-reboot"],
+    },
+    Family {
         key: "nodeRemoval",
         parameters: &[],
         ids: &[

@@ -25,7 +25,7 @@ pub use file::{load, parse};
 pub use lookup::{load_for, profiles_dir, resolve, shipped};
 pub use model::{
     Allocation, CapacityRecovery, ClassSource, DriverRestart, Guarantees, Impossible, ImpossibleVariant, Isolation,
-    IsolationMode, Limits, Metadata, NodeRemoval, NodeRestart, Profile, Retention, Versions,
+    IsolationMode, Limits, Metadata, NodeReboot, NodeRemoval, NodeRestart, Profile, Retention, Versions,
 };
 pub use version::{Version, VersionError, VersionReq};
 

@@ -58,6 +58,7 @@ pub struct Guarantees {
     pub retention: Option<Retention>,
     pub driver_restart: Option<DriverRestart>,
     pub node_restart: Option<NodeRestart>,
+    pub node_reboot: Option<NodeReboot>,
     pub node_removal: Option<NodeRemoval>,
     pub versions: Option<Versions>,
 }
@@ -180,6 +181,14 @@ impl DriverRestart {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeRestart {}
+
+/// A node reboot: every container gone, the CDI spec dir (tmpfs) emptied, kubelet and driver
+/// started again, checkpoints on disk kept. The pods that come back start again with the
+/// devices of their claims, which the driver prepares anew (its CDI specs re-created), and
+/// deleting them afterwards leaves no CDI spec behind.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeReboot {}
 
 /// A removed node's slices and pods go away, its claims are deallocated, and capacity on
 /// other nodes is used instead.

@@ -62,3 +62,18 @@ impl NodeConfig {
         Ok(())
     }
 }
+
+/// Removes what `dir` holds, the dir itself stays (created where missing): the tmpfs dirs a
+/// node loses in a reboot.
+pub fn empty_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}

@@ -141,6 +141,21 @@ impl EmulatedNode {
         self.start_kubelet().await
     }
 
+    /// A node reboot: the kubelet and every container stop at once, the CDI spec dir (tmpfs
+    /// on a real machine) is emptied, and the kubelet starts again from its checkpoint. Its
+    /// pods have no containers any more, so it prepares their claims again (the checkpoint's
+    /// entries are not prepared after a restart) and starts them, as kubelet does with pods
+    /// whose sandbox is gone.
+    pub async fn reboot(&mut self) -> Result<()> {
+        self.stop_kubelet().await;
+        let rt = self.runtime.clone();
+        let _ = tokio::task::spawn_blocking(move || rt.kill_all(Duration::ZERO)).await;
+        let cdi = self.cfg.cdi_dir();
+        config::empty_dir(&cdi).map_err(ClusterError::io(format!("emptying {} for the reboot", cdi.display())))?;
+        self.log.info("node rebooting");
+        self.start_kubelet().await
+    }
+
     /// Node removal: the node stops (its containers too) and its Node object is deleted; the
     /// garbage collector then removes the node's slices.
     pub async fn remove(mut self) -> Result<()> {

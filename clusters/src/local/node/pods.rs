@@ -208,6 +208,36 @@ impl PodWorker {
             return;
         }
 
+        if restart_policy == "Never" && started_before(pod) {
+            // Its containers were lost with the node's runtime (a reboot). Kubelet does not
+            // start a pod of restartPolicy Never again: containerd reports the containers whose
+            // task vanished as exited with 255, and the pod fails once its claims are
+            // unprepared.
+            if !p.unprepared {
+                match self.dra.unprepare_pod(&uid).await {
+                    Ok(()) => p.unprepared = true,
+                    Err(e) => {
+                        self.event(pod, p, true, "FailedUnprepareDynamicResources", &e).await;
+                        return;
+                    }
+                }
+            }
+            let now = dracheck_objects::now();
+            let lost: Vec<ContainerStatus> = pod
+                .spec
+                .iter()
+                .flat_map(|s| s.containers.iter())
+                .map(|c| ContainerStatus {
+                    name: c.name.clone(),
+                    state: State::Terminated { exit_code: LOST_EXIT_CODE, started_at: now, finished_at: now },
+                    restart_count: 0,
+                    last_exit_code: None,
+                })
+                .collect();
+            self.report(pod, p, &lost).await;
+            return;
+        }
+
         if p.next_try.is_some_and(|t| Instant::now() < t) {
             return;
         }
@@ -222,6 +252,9 @@ impl PodWorker {
             }
             Err((reason, message)) => {
                 self.event(pod, p, true, reason, &message).await;
+                if reason == "Failed" && started_before(pod) {
+                    self.report_waiting(pod, "CreateContainerError", &message).await;
+                }
                 p.backoff = if p.backoff.is_zero() { BACKOFF_START } else { (p.backoff * 2).min(BACKOFF_MAX) };
                 p.next_try = Some(Instant::now() + p.backoff);
             }
@@ -264,6 +297,37 @@ impl PodWorker {
             out.push(ContainerSpec { name: c.name.clone(), argv, env });
         }
         Ok(out)
+    }
+
+    /// A pod whose containers ran before and cannot be created again (after a reboot): its
+    /// containers wait with the runtime's error, as kubelet reports them, not running on.
+    async fn report_waiting(&self, pod: &Pod, reason: &str, message: &str) {
+        let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
+        let statuses: Vec<_> = containers
+            .map(|c| {
+                json!({
+                    "name": c.name,
+                    "image": c.image.clone().unwrap_or_default(),
+                    "imageID": "",
+                    "ready": false,
+                    "started": false,
+                    "restartCount": 0,
+                    "state": { "waiting": { "reason": reason, "message": message } },
+                })
+            })
+            .collect();
+        let now = dracheck_objects::now().to_string();
+        let unready = |t: &str| json!({ "type": t, "status": "False", "lastTransitionTime": now });
+        let patch = json!({ "status": {
+            "containerStatuses": statuses,
+            "conditions": [unready("ContainersReady"), unready("Ready")],
+        }});
+        let pods: Api<Pod> =
+            Api::namespaced(self.client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if let Err(e) = pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+            self.log.warn("StatusUpdateFailed", format!("{name}: {e}"));
+        }
     }
 
     /// Writes the pod's status from the containers' states, when it changed.
@@ -342,6 +406,16 @@ impl PodWorker {
             Err(e) => self.log.warn("StatusUpdateFailed", format!("{name}: {e}")),
         }
     }
+}
+
+/// The exit code containerd reports for a container whose task vanished with the machine.
+const LOST_EXIT_CODE: i32 = 255;
+
+/// The pod's containers were started before, by an earlier kubelet of this node: its status
+/// shows them running or ended.
+fn started_before(pod: &Pod) -> bool {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    statuses.into_iter().flatten().any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some() || s.terminated.is_some()))
 }
 
 /// Every container has ended and none will restart (the runtime restarts those whose

@@ -137,6 +137,8 @@ pub struct RealNode {
     /// The `kubernetes` Service in the node's pods.
     service: Option<service::ServiceProxy>,
     lifetime: Lifetime,
+    /// The node's number in the cluster, which picks its pod subnet.
+    index: usize,
     torn_down: bool,
 }
 
@@ -166,21 +168,49 @@ impl RealNode {
             namespace: None,
             service: None,
             lifetime,
+            index,
             torn_down: false,
         };
         // On any error the half-started node is torn down by Drop.
-        node.start_inner(pki, index).await?;
+        node.start_inner(pki).await?;
         Ok(node)
     }
 
-    async fn start_inner(&mut self, pki: &Pki, index: usize) -> Result<()> {
+    async fn start_inner(&mut self, pki: &Pki) -> Result<()> {
         let cfg = &self.cfg;
         cfg.create_dirs().map_err(ClusterError::io(format!("creating the dirs of {}", cfg.name)))?;
+        self.start_runtime().await?;
+        let cfg = &self.cfg;
+        let (kubelet_cgroup, _) = kubelet::cgroup_names(&self.env.prefix, &cfg.name);
+        let dirs = ContainerdDirs::new(&cfg.root);
+        let setup = KubeletSetup {
+            node: cfg,
+            server: &self.env.server,
+            containerd_endpoint: dirs.endpoint(),
+            cgroup_root: &format!("/{kubelet_cgroup}"),
+            port: ports::free_port()?,
+            healthz_port: ports::free_port()?,
+            feature_gates: &self.env.feature_gates,
+        };
+        let files = setup.write(pki)?;
+        self.kubelet_args = setup.args(&files);
+        self.spawn_kubelet()?;
+        self.wait_ready().await?;
+        kubelet::set_addresses(&self.client, &self.cfg.name, self.cfg.ip)
+            .await
+            .map_err(ClusterError::kube(format!("setting the addresses of node {}", self.cfg.name)))?;
+        Ok(())
+    }
+
+    /// The machine's side of a boot: the node's cgroups, its CNI config, containerd in a
+    /// mount namespace of its own with the `kubernetes` Service in its pods, and the images.
+    async fn start_runtime(&mut self) -> Result<()> {
+        let cfg = &self.cfg;
         let (kubelet_cgroup, runtime_cgroup) = kubelet::cgroup_names(&self.env.prefix, &cfg.name);
         for name in [&kubelet_cgroup, &runtime_cgroup] {
             self.env.cgroups.create(name).map_err(ClusterError::io(format!("creating cgroup /{name}")))?;
         }
-        let cni = cni::install(&cfg.root, &cni::pod_subnet(index)?)?;
+        let cni = cni::install(&cfg.root, &cni::pod_subnet(self.index)?)?;
 
         let dirs = ContainerdDirs::new(&cfg.root);
         ContainerdConfig {
@@ -236,23 +266,6 @@ impl RealNode {
         for archive in [&self.env.images.pause, &self.env.images.workload] {
             images::import(&self.env.stack.ctr, &dirs.socket(), archive).await?;
         }
-
-        let setup = KubeletSetup {
-            node: cfg,
-            server: &self.env.server,
-            containerd_endpoint: dirs.endpoint(),
-            cgroup_root: &format!("/{kubelet_cgroup}"),
-            port: ports::free_port()?,
-            healthz_port: ports::free_port()?,
-            feature_gates: &self.env.feature_gates,
-        };
-        let files = setup.write(pki)?;
-        self.kubelet_args = setup.args(&files);
-        self.spawn_kubelet()?;
-        self.wait_ready().await?;
-        kubelet::set_addresses(&self.client, &self.cfg.name, self.cfg.ip)
-            .await
-            .map_err(ClusterError::kube(format!("setting the addresses of node {}", self.cfg.name)))?;
         Ok(())
     }
 
@@ -332,6 +345,23 @@ impl RealNode {
         self.wait_ready().await
     }
 
+    /// A node reboot: the machine goes down at once (kubelet, containerd, every container;
+    /// tmpfs is lost: containerd's state and the CDI spec dir, as `/run` and `/var/run/cdi`
+    /// are on a real machine) and boots again; disk is kept: the kubelet's checkpoints, its
+    /// pods' dirs, containerd's images. The kubelet then finds its pods without sandboxes and
+    /// starts them again, preparing their claims anew.
+    pub async fn reboot(&mut self) -> Result<()> {
+        self.power_off();
+        let dirs = ContainerdDirs::new(&self.cfg.root);
+        for tmpfs in [dirs.state(), dirs.runc_root(), self.cfg.cdi_dir()] {
+            super::node::config::empty_dir(&tmpfs)
+                .map_err(ClusterError::io(format!("emptying {} for the reboot of {}", tmpfs.display(), self.cfg.name)))?;
+        }
+        self.start_runtime().await?;
+        self.spawn_kubelet()?;
+        self.wait_ready().await
+    }
+
     /// Node removal: the machine goes away (kubelet, containerd and every container stop at
     /// once) and its Node object is deleted.
     pub async fn remove(mut self) -> Result<()> {
@@ -353,6 +383,12 @@ impl RealNode {
         if std::mem::replace(&mut self.torn_down, true) {
             return;
         }
+        self.power_off();
+    }
+
+    /// Everything of the node stops and what it set up on the machine goes (processes,
+    /// mounts, cgroups, log links); its dirs stay.
+    fn power_off(&mut self) {
         if let Some(mut k) = self.kubelet.take() {
             k.stop(Duration::from_secs(5));
         }

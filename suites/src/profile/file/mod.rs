@@ -181,6 +181,8 @@ struct GuaranteesFile {
     #[serde(default)]
     node_restart: Option<NodeRestart>,
     #[serde(default)]
+    node_reboot: Option<NodeReboot>,
+    #[serde(default)]
     node_removal: Option<NodeRemoval>,
     #[serde(default)]
     versions: Option<Spanned<Versions>>,

@@ -227,6 +227,7 @@ impl Validator<'_> {
             retention: g.retention,
             driver_restart: g.driver_restart,
             node_restart: g.node_restart,
+            node_reboot: g.node_reboot,
             node_removal: g.node_removal,
             versions,
         };

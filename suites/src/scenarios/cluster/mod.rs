@@ -8,6 +8,7 @@ mod impossible;
 mod isolation;
 mod lifecycle;
 mod limits;
+mod node_reboot;
 mod node_removal;
 mod node_restart;
 mod versions;
@@ -26,6 +27,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &exhaustion::SCENARIO,
         &driver_restart::SCENARIO,
         &node_restart::SCENARIO,
+        &node_reboot::SCENARIO,
         &node_removal::SCENARIO,
     ]
 }
