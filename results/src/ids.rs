@@ -32,6 +32,7 @@ pub const LIFECYCLE_UNPREPARED: &str = "lifecycle.unprepared";
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";
 pub const DRIVER_RESTART_SLICES_KEPT: &str = "driver.restart.slices-kept";
+pub const DRIVER_RESTART_NO_LEAKS: &str = "driver.restart.no-leaks";
 
 // nodeRestart
 pub const NODE_RESTART_DRIVER_RECOVERS: &str = "node.restart.driver-recovers";

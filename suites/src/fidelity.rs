@@ -69,6 +69,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
+    DRIVER_RESTART_NO_LEAKS,
     NODE_RESTART_DRIVER_RECOVERS,
     NODE_REBOOT_WORKLOADS_RESUME,
     NODE_REMOVAL_SLICES_GONE,
@@ -110,7 +111,7 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "lose-checkpoint",
         misbehaviour: "the checkpoint is lost at start-up: after a restart, unprepare leaves the CDI spec behind",
-        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE]],
+        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NO_LEAKS]],
         may_break: &[],
     },
     FaultCase {
@@ -163,7 +164,12 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "prepare-wrong-device",
         misbehaviour: "the CDI spec of every claim sets up the node's first device, whatever was allocated; the response still names the allocated ones",
-        breaks: &[&[WORKLOAD_SEES_DEVICES, ISOLATION_EXCLUSIVE, LIMITS_MAX_DEVICES_PER_CLAIM, NODE_REBOOT_WORKLOADS_RESUME]],
+        breaks: &[&[
+            WORKLOAD_SEES_DEVICES,
+            ISOLATION_EXCLUSIVE,
+            LIMITS_MAX_DEVICES_PER_CLAIM,
+            NODE_REBOOT_WORKLOADS_RESUME,
+        ]],
         may_break: &[],
     },
     FaultCase {
@@ -233,6 +239,7 @@ pub const FAULTS: &[FaultCase] = &[
             PLUGIN_RESTART_KEEPS_STATE,
             CAPACITY_RECOVERED,
             LIFECYCLE_UNPREPARED,
+            DRIVER_RESTART_NO_LEAKS,
             NODE_RESTART_DRIVER_RECOVERS,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],

@@ -33,13 +33,25 @@ pub struct Finding {
     pub why: &'static str,
 }
 
-pub const FINDINGS: &[Finding] = &[Finding {
-    id: "plugin.prepare.refuses-foreign-node",
-    why: "v0.4.0 prepares a claim whose allocation names another node's pool: it looks allocated devices up by \
+pub const FINDINGS: &[Finding] = &[
+    Finding {
+        id: "plugin.prepare.refuses-foreign-node",
+        why: "v0.4.0 prepares a claim whose allocation names another node's pool: it looks allocated devices up by \
           name only (cmd/dra-example-kubeletplugin/state.go, computeDeviceConfig: `s.allocatable[result.Device]`), \
           and every node has gpu-0 … gpu-7, so it hands out this node's gpu-0 for another node's gpu-0. A kubelet \
           sends only claims allocated for its node, so it takes a stale or misrouted claim to matter.",
-}];
+    },
+    Finding {
+        id: "node.reboot.workloads-resume",
+        why: "v0.4.0 does not bring its pods back after a node reboot: its Prepare answers a claim its checkpoint \
+              lists from the checkpoint and returns before it writes the claim's CDI spec \
+              (cmd/dra-example-kubeletplugin/state.go, DeviceState.Prepare: `restoreClaimFromCheckpoint` returns \
+              ahead of `CreateClaimSpecFile`). The checkpoint is on disk and survives the reboot, the spec in \
+              /var/run/cdi (tmpfs) does not, so the kubelet's new Prepare gets IDs nothing resolves and the pod stays \
+              in CreateContainerError (`unresolvable CDI devices k8s.gpu.example.com/gpu=<claim>-gpu-0`), the bug \
+              of dra-example-driver issue 259 and kubernetes issue 141433.",
+    },
+];
 
 /// How the plugin is built: `go build` of its command package from a recipe that requires
 /// the release (and pins its dependencies through go.sum).

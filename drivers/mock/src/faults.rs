@@ -112,7 +112,7 @@ pub const TABLE: &[FaultSpec] = &[
         form: Form::Bare(Fault::NonIdempotentPrepare),
     },
     // Claims prepared before a restart are forgotten: their unprepare succeeds but leaves the
-    // CDI spec behind. Breaks `plugin.restart.keeps-state`.
+    // CDI spec behind. Breaks `plugin.restart.keeps-state` and `driver.restart.no-leaks`.
     FaultSpec {
         name: "lose-checkpoint",
         doc: "the checkpoint of prepared claims is deleted at start-up",

@@ -151,7 +151,10 @@ pub mod conditions {
             statuses.is_some_and(|s| {
                 !s.is_empty()
                     && s.iter().all(|c| {
-                        c.state.as_ref().and_then(|st| st.running.as_ref()?.started_at.as_ref()).is_some_and(|t| t.0 > since.0)
+                        c.state
+                            .as_ref()
+                            .and_then(|st| st.running.as_ref()?.started_at.as_ref())
+                            .is_some_and(|t| t.0 > since.0)
                     })
             })
         }

@@ -103,7 +103,12 @@ pub const FAMILIES: &[Family] = &[
     Family {
         key: "driverRestart",
         parameters: &["maxDowntimeSeconds"],
-        ids: &[DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, DRIVER_RESTART_NEW_CLAIMS_WORK, DRIVER_RESTART_SLICES_KEPT],
+        ids: &[
+            DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
+            DRIVER_RESTART_NEW_CLAIMS_WORK,
+            DRIVER_RESTART_SLICES_KEPT,
+            DRIVER_RESTART_NO_LEAKS,
+        ],
         publishes: Publishes::All(|g| g.driver_restart.is_some()),
         scenarios: &["driver-restart"],
     },

@@ -415,7 +415,10 @@ const LOST_EXIT_CODE: i32 = 255;
 /// shows them running or ended.
 fn started_before(pod: &Pod) -> bool {
     let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-    statuses.into_iter().flatten().any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some() || s.terminated.is_some()))
+    statuses
+        .into_iter()
+        .flatten()
+        .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some() || s.terminated.is_some()))
 }
 
 /// Every container has ended and none will restart (the runtime restarts those whose

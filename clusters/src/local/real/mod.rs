@@ -354,8 +354,11 @@ impl RealNode {
         self.power_off();
         let dirs = ContainerdDirs::new(&self.cfg.root);
         for tmpfs in [dirs.state(), dirs.runc_root(), self.cfg.cdi_dir()] {
-            super::node::config::empty_dir(&tmpfs)
-                .map_err(ClusterError::io(format!("emptying {} for the reboot of {}", tmpfs.display(), self.cfg.name)))?;
+            super::node::config::empty_dir(&tmpfs).map_err(ClusterError::io(format!(
+                "emptying {} for the reboot of {}",
+                tmpfs.display(),
+                self.cfg.name
+            )))?;
         }
         self.start_runtime().await?;
         self.spawn_kubelet()?;

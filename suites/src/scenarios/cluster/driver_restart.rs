@@ -16,6 +16,7 @@ pub static SCENARIO: Scenario = Scenario {
         ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
         ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
         ids::DRIVER_RESTART_SLICES_KEPT,
+        ids::DRIVER_RESTART_NO_LEAKS,
     ],
     disrupts: crate::engine::Disruption::RestartsDriver,
     run: crate::scenario_fn!(run),
@@ -27,6 +28,7 @@ async fn slice_uids(ctx: &Ctx<'_>) -> BTreeSet<String> {
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let max_downtime = ctx.profile().guarantees.driver_restart.as_ref().map_or(10, |d| d.max_downtime_seconds);
+    let specs_before = ctx.target.cdi_specs(&ctx.node).await;
     ctx.phase("a workload before the restart");
     ctx.create(&ctx.profile_claim("before")).await?;
     ctx.create(&ctx.pod("before").claim("devices", "before").command("sleep 3600").build()).await?;
@@ -75,6 +77,27 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
 
     // The new claim must not depend on free devices besides the old one's.
     ctx.delete_pod("before", Duration::from_secs(60)).await?;
+    // A driver that lost track of what it prepared before the restart answers its unprepare
+    // with success and leaves the spec: only the node's CDI dir shows it.
+    match (specs_before, ctx.target.cdi_specs(&ctx.node).await) {
+        (Some(before), Some(now)) => {
+            let left: Vec<&String> = now.keys().filter(|name| !before.contains_key(*name)).collect();
+            ctx.check(
+                ids::DRIVER_RESTART_NO_LEAKS,
+                left.is_empty(),
+                "the claim prepared before the restart was unprepared after it: no CDI spec of it is left in the node's CDI dir",
+                format!(
+                    "the pod whose claim was prepared before the restart is gone, but the node's CDI dir still holds {left:?}, \
+                     which appeared with its claim: the restarted driver does not remove what it prepared before"
+                ),
+                Vec::new(),
+            );
+        }
+        _ => ctx.skip(
+            ids::DRIVER_RESTART_NO_LEAKS,
+            "the node's CDI dir can be read only on the local cluster's nodes, which the suite runs",
+        ),
+    }
     let _ = ctx.api::<k8s_openapi::api::resource::v1::ResourceClaim>().delete("before", &Default::default()).await;
     ctx.phase("a new claim after the restart");
     ctx.create(&ctx.profile_claim("after")).await?;

@@ -52,13 +52,17 @@ fn container_states(pod: Option<&Pod>) -> String {
         .map(|c| {
             let state = c.state.clone().unwrap_or_default();
             let what = match (&state.running, &state.waiting, &state.terminated) {
-                (Some(r), _, _) => format!("running since {}", r.started_at.as_ref().map(|t| t.0.to_string()).unwrap_or_default()),
+                (Some(r), _, _) => {
+                    format!("running since {}", r.started_at.as_ref().map(|t| t.0.to_string()).unwrap_or_default())
+                }
                 (_, Some(w), _) => format!(
                     "waiting {} ({})",
                     w.reason.clone().unwrap_or_default(),
                     w.message.clone().unwrap_or_default()
                 ),
-                (_, _, Some(t)) => format!("terminated with {} ({})", t.exit_code, t.reason.clone().unwrap_or_default()),
+                (_, _, Some(t)) => {
+                    format!("terminated with {} ({})", t.exit_code, t.reason.clone().unwrap_or_default())
+                }
                 _ => "in no state".into(),
             };
             format!("{}: {what}", c.name)
