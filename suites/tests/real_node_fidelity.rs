@@ -3,8 +3,8 @@
 //! what a node does breaks exactly the guarantees of the fidelity table, the table that the
 //! `fidelity` test holds the emulated nodes to. The faults are those where the two could
 //! disagree: how the kubelet dials registration, how containerd resolves CDI, when the
-//! kubelet unprepares, what a kubelet restart does, a driver restart that touches running
-//! containers. Where the machine cannot run real nodes the test says why and checks nothing.
+//! kubelet unprepares, what a kubelet restart and a reboot do, a driver restart that touches
+//! running containers. Where the machine cannot run real nodes the test says why and checks nothing.
 
 mod fidelity_common;
 
@@ -13,7 +13,7 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 
 /// Faults whose verdict depends on the node's kubelet or runtime, by their `--fault` name:
 /// registration as the kubelet dials it, CDI as containerd resolves it, unprepare as the
-/// kubelet calls it, a kubelet restart, a driver restart under running containers. Faults
+/// kubelet calls it, a kubelet restart, a reboot, a driver restart under running containers. Faults
 /// that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
 const NODE_DEPENDENT: &[&str] = &[
@@ -23,6 +23,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "no-slice-reconcile",
     "register-first-start-only",
     "reset-devices-on-start",
+    "trust-checkpoint",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).
