@@ -130,3 +130,12 @@ pub async fn runs_or_refused(ctx: &Ctx<'_>, pod: &str, timeout: Duration) -> Opt
         .await;
     decided.ok().and_then(|(v, _)| v)
 }
+
+/// The spec files a node's CDI dir has `now` and did not have `before`: what a claim prepared
+/// in between left, once it is unprepared again.
+pub fn new_specs(
+    before: &std::collections::BTreeMap<String, String>,
+    now: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    now.keys().filter(|name| !before.contains_key(*name)).cloned().collect()
+}

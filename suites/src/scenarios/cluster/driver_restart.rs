@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::common::{allocated, device_names};
+use super::common::{allocated, device_names, new_specs};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -81,7 +81,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     // with success and leaves the spec: only the node's CDI dir shows it.
     match (specs_before, ctx.target.cdi_specs(&ctx.node).await) {
         (Some(before), Some(now)) => {
-            let left: Vec<&String> = now.keys().filter(|name| !before.contains_key(*name)).collect();
+            let left = new_specs(&before, &now);
             ctx.check(
                 ids::DRIVER_RESTART_NO_LEAKS,
                 left.is_empty(),

@@ -7,12 +7,12 @@
 //! `CreateContainerError`: the bug upstream kubernetes issue 141433 and five drivers had.
 //! Afterwards the driver still unprepares the claim when its pod goes, leaving no spec behind.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::common::{allocated, secs, sees};
+use super::common::{allocated, new_specs, secs, sees};
 use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -75,11 +75,6 @@ fn container_states(pod: Option<&Pod>) -> String {
 fn last_start(pod: Option<&Pod>) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
     let statuses = pod?.status.as_ref()?.container_statuses.as_ref()?;
     statuses.iter().filter_map(|c| c.state.as_ref()?.running.as_ref()?.started_at.clone()).max_by_key(|t| t.0)
-}
-
-/// The spec files the node's CDI dir has now and did not have in `before`.
-fn new_specs(before: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> Vec<String> {
-    now.keys().filter(|name| !before.contains_key(*name)).cloned().collect()
 }
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
