@@ -213,12 +213,14 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "register-first-start-only",
         misbehaviour: "a restarted driver serves DRA but offers no registration socket, so the kubelet never learns it is back",
-        // The node-restart scenario shares its node with the driver-restart scenario, which
-        // runs first: the kubelet that restarts there finds no plugin to register. A reboot
-        // starts the driver again too.
+        // The pod from before the driver restart cannot go (its claim is not unprepared), so
+        // the checks after its deletion fail. The node-restart scenario shares its node with
+        // the driver-restart scenario, which runs first: the kubelet that restarts there finds
+        // no plugin to register. A reboot starts the driver again too.
         breaks: &[&[
             PLUGIN_RESTART_KEEPS_STATE,
             DRIVER_RESTART_NEW_CLAIMS_WORK,
+            DRIVER_RESTART_NO_LEAKS,
             NODE_RESTART_DRIVER_RECOVERS,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
