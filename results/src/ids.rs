@@ -34,6 +34,9 @@ pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work
 pub const DRIVER_RESTART_SLICES_KEPT: &str = "driver.restart.slices-kept";
 pub const DRIVER_RESTART_NO_LEAKS: &str = "driver.restart.no-leaks";
 
+// driverOutage
+pub const DRIVER_RESTART_LONG_OUTAGE: &str = "driver.restart.long-outage";
+
 // nodeRestart
 pub const NODE_RESTART_DRIVER_RECOVERS: &str = "node.restart.driver-recovers";
 

@@ -70,6 +70,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
     DRIVER_RESTART_NO_LEAKS,
+    DRIVER_RESTART_LONG_OUTAGE,
     NODE_RESTART_DRIVER_RECOVERS,
     NODE_REBOOT_WORKLOADS_RESUME,
     NODE_REMOVAL_SLICES_GONE,
@@ -207,7 +208,7 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "reset-devices-on-start",
         misbehaviour: "a start resets the devices the checkpoint lists as prepared, killing the workloads that use them",
-        breaks: &[&[DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES]],
+        breaks: &[&[DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, DRIVER_RESTART_LONG_OUTAGE]],
         may_break: &[],
     },
     FaultCase {
@@ -221,6 +222,7 @@ pub const FAULTS: &[FaultCase] = &[
             PLUGIN_RESTART_KEEPS_STATE,
             DRIVER_RESTART_NEW_CLAIMS_WORK,
             DRIVER_RESTART_NO_LEAKS,
+            DRIVER_RESTART_LONG_OUTAGE,
             NODE_RESTART_DRIVER_RECOVERS,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
@@ -242,6 +244,7 @@ pub const FAULTS: &[FaultCase] = &[
             CAPACITY_RECOVERED,
             LIFECYCLE_UNPREPARED,
             DRIVER_RESTART_NO_LEAKS,
+            DRIVER_RESTART_LONG_OUTAGE,
             NODE_RESTART_DRIVER_RECOVERS,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
@@ -272,6 +275,13 @@ pub const FAULTS: &[FaultCase] = &[
         misbehaviour: "a prepare of a claim the driver's checkpoint lists answers from the checkpoint without writing the CDI spec again; after a node reboot (CDI specs on tmpfs gone, checkpoints on disk kept) the kubelet prepares the pods' claims again, and their containers cannot be created",
         breaks: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
         may_break: &[],
+    },
+    FaultCase {
+        fault: "trust-published",
+        misbehaviour: "a restarted driver takes the slices it published before to be in place and writes none until they change; after an outage past the kubelet's 30 s wipe delay the node offers no devices",
+        // A reboot's kubelet wipes at start-up, before the driver is back as a rule.
+        breaks: &[&[DRIVER_RESTART_LONG_OUTAGE]],
+        may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
     },
 ];
 

@@ -13,7 +13,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 
 /// Faults whose verdict depends on the node's kubelet or runtime, by their `--fault` name:
 /// registration as the kubelet dials it, CDI as containerd resolves it, unprepare as the
-/// kubelet calls it, a kubelet restart, a reboot, a driver restart under running containers. Faults
+/// kubelet calls it, a kubelet restart, a reboot, the kubelet's slice wipe after an outage, a
+/// driver restart under running containers. Faults
 /// that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
 const NODE_DEPENDENT: &[&str] = &[
@@ -24,6 +25,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "register-first-start-only",
     "reset-devices-on-start",
     "trust-checkpoint",
+    "trust-published",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).

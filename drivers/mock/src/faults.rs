@@ -35,6 +35,7 @@ pub enum Fault {
     ForeignSlice(String),
     StrictAuthority,
     TrustCheckpoint,
+    TrustPublished,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -227,7 +228,8 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "prepare does not check that the allocated devices are in this node's pool",
         form: Form::Bare(Fault::PrepareForeignClaims),
     },
-    // As a GPU reset during initialisation does. Breaks `driver.restart.workload-keeps-devices`.
+    // As a GPU reset during initialisation does. Breaks `driver.restart.workload-keeps-devices`
+    // and `driver.restart.long-outage`.
     FaultSpec {
         name: "reset-devices-on-start",
         doc: "at start-up the driver resets the devices its checkpoint lists as prepared, killing their processes",
@@ -306,6 +308,16 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "a prepare of a claim the driver's checkpoint lists answers from the checkpoint without writing its CDI \
               spec again",
         form: Form::Bare(Fault::TrustCheckpoint),
+    },
+    // Like a driver that keeps "published" in its state and skips the start-up publish. After
+    // an outage past the kubelet's 30 s wipe delay (or a reboot, whose kubelet wipes at
+    // start-up) the node stays without devices. Breaks `driver.restart.long-outage` (and
+    // `node.reboot.workloads-resume` where the wipe came before the driver).
+    FaultSpec {
+        name: "trust-published",
+        doc: "a restarted driver takes the slices it published before to be in place and writes none until they \
+              change",
+        form: Form::Bare(Fault::TrustPublished),
     },
 ];
 

@@ -86,7 +86,8 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     }
     let checkpoint = checkpoint_file.load()?;
     // Decided before anything is written, so that the marker says whether an earlier run was here.
-    let skip_registration = faults.has(&Fault::RegisterFirstStartOnly) && !first_start(&state_dir)?;
+    let restarted = !first_start(&state_dir)?;
+    let skip_registration = faults.has(&Fault::RegisterFirstStartOnly) && restarted;
 
     // The service socket first: kubelet dials the endpoint as soon as registration appears.
     let dra_socket = UnixSocket::bind(args.dra_socket()).map_err(|source| DriverError::Socket {
@@ -154,8 +155,12 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     };
     let follow =
         tokio::spawn(reload::follow(args.inventory.clone(), args.node_name.clone(), devices_tx, stop_rx.clone()));
-    let publisher =
+    let mut publisher =
         Publisher::new(client, args.driver_name.clone(), args.node_name.clone(), faults.clone(), devices_rx);
+    if faults.has(&Fault::TrustPublished) && restarted {
+        log!("fault trust-published: a restart; the slices published before are taken to be in place");
+        publisher.trust_published();
+    }
     let publisher = tokio::spawn(publisher.run(stop_rx));
 
     let failure = tokio::select! {

@@ -184,6 +184,9 @@ pub struct Publisher {
     devices: watch::Receiver<Arc<Vec<DeviceSpec>>>,
     pools: HashMap<String, Pool>,
     last_error: Option<String>,
+    /// `trust-published`: until a change to the slices shows otherwise, those published
+    /// before the restart are taken to be in place.
+    trusting: bool,
 }
 
 impl Publisher {
@@ -203,7 +206,14 @@ impl Publisher {
             devices,
             pools: HashMap::new(),
             last_error: None,
+            trusting: false,
         }
+    }
+
+    /// The `trust-published` fault on a restart: no slice is written at start-up, only once
+    /// the slices change (or the devices do).
+    pub fn trust_published(&mut self) {
+        self.trusting = true;
     }
 
     fn selector(&self, node: &str) -> String {
@@ -227,7 +237,12 @@ impl Publisher {
                 _ = stop.wait_for(|s| *s) => break,
                 changed = self.devices.changed() => if changed.is_err() { break } else { true },
                 event = events.next() => match event {
-                    Some(Ok(_)) => false,
+                    Some(Ok(event)) => {
+                        // The initial list is what was there; a change after it ends the trust.
+                        let initial = matches!(event, watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone);
+                        self.trusting &= initial;
+                        false
+                    }
                     Some(Err(e)) => {
                         self.report(format!("watching ResourceSlices failed (retrying): {e}"));
                         continue;
@@ -240,6 +255,9 @@ impl Publisher {
             // One reconcile answers every event that is already queued.
             while let Some(Some(_)) = events.next().now_or_never() {}
             if self.faults.has(&Fault::NoSliceReconcile) && published && !own_change {
+                continue;
+            }
+            if self.trusting && !own_change {
                 continue;
             }
             retry_at = match self.reconcile().await {

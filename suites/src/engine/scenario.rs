@@ -24,8 +24,9 @@ pub enum Role {
     Exhaustion,
     /// Restarts the driver and the kubelet of its node.
     Restarts,
-    /// Reboots its node.
-    Reboot,
+    /// Takes its node out for longer than the kubelet's patience: a reboot, a driver outage
+    /// past the slice wipe delay.
+    Outages,
     /// Removes its node.
     Removal,
 }
@@ -36,6 +37,9 @@ pub enum Disruption {
     None,
     /// Restarts the driver on its node.
     RestartsDriver,
+    /// Keeps the driver on its node down for a while (its own processes: an installed driver's
+    /// DaemonSet would start it again at once).
+    StopsDriver,
     /// Restarts a kubelet or removes a node.
     ControlsNodes,
 }

@@ -52,6 +52,10 @@ pub const NEEDS_NODE_CONTROL: &str = "needs control over the nodes (kubelet rest
 /// Why an installed driver cannot be restarted.
 pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
 
+/// Why an installed driver cannot be kept down.
+pub const NEEDS_DRIVER_PROCESSES: &str = "keeping the driver down for a while needs the driver's own processes on the local cluster \
+     (--cluster local without --install): an installed driver's DaemonSet starts a deleted pod again at once";
+
 /// The pods of an installed driver's kubelet plugin (a DaemonSet's): the suite restarts the
 /// driver on a node by deleting the node's pod.
 #[derive(Clone, Debug)]
@@ -128,6 +132,8 @@ impl Target {
             Disruption::None => None,
             Disruption::RestartsDriver if self.driver_pods.is_some() || self.local_driver => None,
             Disruption::RestartsDriver => Some(NEEDS_DRIVER_PODS),
+            Disruption::StopsDriver if self.local_driver => None,
+            Disruption::StopsDriver => Some(NEEDS_DRIVER_PROCESSES),
             Disruption::ControlsNodes if self.local.is_some() => None,
             Disruption::ControlsNodes => Some(NEEDS_NODE_CONTROL),
         }
@@ -156,6 +162,21 @@ impl Target {
         let started = std::time::Instant::now();
         driver.restart(Duration::from_secs(10))?;
         Ok(started.elapsed())
+    }
+
+    /// Stops the driver on `node` (gracefully), for [`Target::start_driver`] to start again.
+    pub async fn stop_driver(&self, node: &str) -> Result<(), DisruptionError> {
+        let mut local = self.local().await?;
+        let driver = local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?;
+        driver.stop(Duration::from_secs(10));
+        Ok(())
+    }
+
+    /// Starts the driver on `node` again after [`Target::stop_driver`].
+    pub async fn start_driver(&self, node: &str) -> Result<(), DisruptionError> {
+        let mut local = self.local().await?;
+        let driver = local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?;
+        Ok(driver.start_again()?)
     }
 
     /// Stops and starts the kubelet of `node` (its containers keep running).

@@ -113,6 +113,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["driver-restart"],
     },
     Family {
+        key: "driverOutage",
+        parameters: &[],
+        ids: &[DRIVER_RESTART_LONG_OUTAGE],
+        publishes: Publishes::All(|g| g.driver_outage.is_some()),
+        scenarios: &["driver-outage"],
+    },
+    Family {
         key: "nodeRestart",
         parameters: &[],
         ids: &[NODE_RESTART_DRIVER_RECOVERS],

@@ -57,6 +57,7 @@ pub struct Guarantees {
     pub capacity_recovery: Option<CapacityRecovery>,
     pub retention: Option<Retention>,
     pub driver_restart: Option<DriverRestart>,
+    pub driver_outage: Option<DriverOutage>,
     pub node_restart: Option<NodeRestart>,
     pub node_reboot: Option<NodeReboot>,
     pub node_removal: Option<NodeRemoval>,
@@ -174,6 +175,13 @@ impl DriverRestart {
         Duration::from_secs(self.max_downtime_seconds)
     }
 }
+
+/// The driver down longer than the kubelet's slice wipe delay: the node's slices are wiped,
+/// and once the driver is back they are published again as they were; running pods keep
+/// their devices, and a claim made during the outage is allocated and prepared afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverOutage {}
 
 /// A kubelet (node) restart, with containers and checkpoints kept: the driver publishes its
 /// devices again after the kubelet's start-up wipe, running pods keep their claims, a claim

@@ -179,6 +179,8 @@ struct GuaranteesFile {
     #[serde(default)]
     driver_restart: Option<DriverRestart>,
     #[serde(default)]
+    driver_outage: Option<DriverOutage>,
+    #[serde(default)]
     node_restart: Option<NodeRestart>,
     #[serde(default)]
     node_reboot: Option<NodeReboot>,

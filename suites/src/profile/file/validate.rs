@@ -226,6 +226,7 @@ impl Validator<'_> {
             capacity_recovery: g.capacity_recovery,
             retention: g.retention,
             driver_restart: g.driver_restart,
+            driver_outage: g.driver_outage,
             node_restart: g.node_restart,
             node_reboot: g.node_reboot,
             node_removal: g.node_removal,

@@ -2,6 +2,7 @@
 
 mod common;
 mod compatible;
+mod driver_outage;
 mod driver_restart;
 mod exhaustion;
 mod impossible;
@@ -27,6 +28,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &exhaustion::SCENARIO,
         &driver_restart::SCENARIO,
         &node_restart::SCENARIO,
+        &driver_outage::SCENARIO,
         &node_reboot::SCENARIO,
         &node_removal::SCENARIO,
     ]

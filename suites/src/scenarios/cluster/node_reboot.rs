@@ -20,7 +20,7 @@ use crate::profile::ids;
 pub static SCENARIO: Scenario = Scenario {
     name: "node-reboot",
     tier: Tier::Cluster,
-    role: Role::Reboot,
+    role: Role::Outages,
     guarantees: &[ids::NODE_REBOOT_WORKLOADS_RESUME],
     disrupts: crate::engine::Disruption::ControlsNodes,
     run: crate::scenario_fn!(run),
