@@ -139,3 +139,19 @@ pub fn new_specs(
 ) -> Vec<String> {
     now.keys().filter(|name| !before.contains_key(*name)).cloned().collect()
 }
+
+/// Whether `pod` (whose claim has the same name) still runs with no container restart and its
+/// claim still has `devices`: what a workload keeps across a disruption. The error says what
+/// became of them.
+pub async fn kept_running(ctx: &Ctx<'_>, pod: &str, devices: &[String]) -> Result<(), String> {
+    let status = ctx.get_pod(pod).await.and_then(|p| p.status).unwrap_or_default();
+    let restarts: i32 = status.container_statuses.iter().flatten().map(|c| c.restart_count).sum();
+    let still = ctx.get_claim(pod).await.map(|c| device_names(&c)).unwrap_or_default();
+    if status.phase.as_deref() == Some("Running") && restarts == 0 && still == devices {
+        return Ok(());
+    }
+    Err(format!(
+        "the pod is {:?} with {restarts} container restart(s), its claim has {still:?} (had {devices:?})",
+        status.phase
+    ))
+}

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::{allocated, device_names, secs};
+use super::common::{allocated, device_names, kept_running, secs};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::{KUBELET_SLICE_WIPE_DELAY_SECONDS, ids};
 
@@ -103,19 +103,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     // What a driver does at start-up to the devices it finds prepared takes a moment to show
     // in the pod's status.
     tokio::time::sleep(SETTLE).await;
-    let pod = ctx.get_pod("before").await;
-    let status = pod.and_then(|p| p.status).unwrap_or_default();
-    let restarts: i32 = status.container_statuses.iter().flatten().map(|c| c.restart_count).sum();
-    let still = ctx.get_claim("before").await.map(|c| device_names(&c)).unwrap_or_default();
-    if status.phase.as_deref() != Some("Running") || restarts != 0 || still != devices {
-        ctx.fail(
-            id,
-            format!(
-                "after the outage the pod from before is {:?} with {restarts} restart(s), its claim has {still:?} (had {devices:?})",
-                status.phase
-            ),
-            ctx.evidence("before").await,
-        );
+    if let Err(why) = kept_running(ctx, "before", &devices).await {
+        ctx.fail(id, format!("after the outage {why}"), ctx.evidence("before").await);
         return Ok(());
     }
     // The claim from the outage must not depend on devices besides the running pod's.

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::common::{allocated, device_names, new_specs};
+use super::common::{allocated, device_names, kept_running, new_specs};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -60,18 +60,12 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         Vec::new(),
     );
 
-    let pod = ctx.get_pod("before").await;
-    let status = pod.as_ref().and_then(|p| p.status.clone()).unwrap_or_default();
-    let restarts: i32 = status.container_statuses.iter().flatten().map(|c| c.restart_count).sum();
-    let still = ctx.get_claim("before").await.map(|c| device_names(&c)).unwrap_or_default();
+    let kept = kept_running(ctx, "before", &devices).await;
     ctx.check(
         ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
-        status.phase.as_deref() == Some("Running") && restarts == 0 && still == devices,
+        kept.is_ok(),
         format!("the pod kept running with no container restart and its claim kept {devices:?}"),
-        format!(
-            "after the restart the pod is {:?} with {restarts} restart(s), its claim has {still:?} (had {devices:?})",
-            status.phase
-        ),
+        format!("after the restart {}", kept.err().unwrap_or_default()),
         ctx.evidence("before").await,
     );
 
