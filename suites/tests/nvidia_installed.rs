@@ -17,7 +17,7 @@ use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_nvidia::adapter::Options as NvidiaOptions;
 use dracheck_nvidia::record::{Gpu, Recording};
 use dracheck_suites::engine::Filter;
-use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_NODE_CONTROL};
+use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_DRIVER_PROCESSES, NEEDS_NODE_CONTROL};
 use dracheck_suites::local_run::{self, ExistingRun};
 use dracheck_suites::profile::ids::*;
 use dracheck_suites::result::{RunResult, Verdict};
@@ -189,13 +189,14 @@ async fn an_installed_nvidia_driver_is_judged_by_nvml_and_nvidia_smi() {
     );
 
     // The good driver: every guarantee the suite can check on an installed driver holds; the
-    // rest is skipped because the suite does not own the driver's binary or the nodes (driver
-    // restarts through a DaemonSet: installed_driver_restart.rs).
+    // rest is skipped because the suite does not own the driver's binary, its processes or the
+    // nodes (driver restarts through a DaemonSet: installed_driver_restart.rs).
     let mut problems = Vec::new();
     for g in good.all() {
         let allowed_skip = g.id.starts_with("plugin.")
             || g.reason.contains(NEEDS_NODE_CONTROL)
             || g.reason.contains(NEEDS_DRIVER_PODS)
+            || g.reason.contains(NEEDS_DRIVER_PROCESSES)
             || (g.id == LIFECYCLE_UNPREPARED && g.reason.contains("checkpoint is read from the node"));
         match g.verdict {
             Verdict::Pass => {}

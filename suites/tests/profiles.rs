@@ -31,7 +31,7 @@ fn both_mock_profiles_ship_and_are_found_by_name() {
 }
 
 #[test]
-fn standard_inference_publishes_every_family() {
+fn standard_inference_publishes_every_family_but_the_outages() {
     let p = shipped("standard-inference");
     assert_eq!(p.class_name(), "mock-inference");
     assert_eq!(
@@ -53,6 +53,7 @@ fn standard_inference_publishes_every_family() {
             ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
             ids::DRIVER_RESTART_SLICES_KEPT,
+            ids::DRIVER_RESTART_NO_LEAKS,
             ids::NODE_RESTART_DRIVER_RECOVERS,
             ids::NODE_REMOVAL_SLICES_GONE,
             ids::NODE_REMOVAL_PODS_GONE,
@@ -62,9 +63,13 @@ fn standard_inference_publishes_every_family() {
             ids::VERSIONS_DRIVER,
         ]
     );
-    // Every family: the IDs are all the families' except the other isolation mode.
-    let all: Vec<&str> = profile::family::all_ids().into_iter().filter(|id| *id != ids::ISOLATION_SHARED).collect();
+    // Every family but the outages, which take a node of their own and are training-intensive's:
+    // the IDs are all the families' except those and the other isolation mode.
+    let elsewhere = [ids::ISOLATION_SHARED, ids::DRIVER_RESTART_LONG_OUTAGE, ids::NODE_REBOOT_WORKLOADS_RESUME];
+    let all: Vec<&str> = profile::family::all_ids().into_iter().filter(|id| !elsewhere.contains(id)).collect();
     assert_eq!(p.guarantee_ids(), all);
+    let training = shipped("training-intensive").guarantee_ids();
+    assert!(elsewhere[1..].iter().all(|id| training.contains(id)), "the outages are published by training-intensive");
 
     let g = &p.guarantees;
     assert_eq!(g.allocation.as_ref().unwrap().within_seconds, 30);
@@ -121,7 +126,10 @@ fn training_intensive_asks_for_two_matching_a100s() {
             ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
             ids::DRIVER_RESTART_SLICES_KEPT,
+            ids::DRIVER_RESTART_NO_LEAKS,
+            ids::DRIVER_RESTART_LONG_OUTAGE,
             ids::NODE_RESTART_DRIVER_RECOVERS,
+            ids::NODE_REBOOT_WORKLOADS_RESUME,
             ids::VERSIONS_KUBERNETES,
             ids::VERSIONS_DRIVER,
         ]
