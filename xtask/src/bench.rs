@@ -101,6 +101,7 @@ async fn conformance(runs: usize, node_kind: &str) -> u8 {
     let kinds = kinds(node_kind);
     let mut totals: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut parts: BTreeMap<(&str, String), Vec<f64>> = BTreeMap::new();
+    let mut nodes = 0;
     for (i, kind) in (0..runs).flat_map(|i| kinds.iter().map(move |k| (i, *k))) {
         let run = dracheck_mock_driver::adapter::default(&[])
             .map_err(|e| e.to_string())
@@ -113,6 +114,7 @@ async fn conformance(runs: usize, node_kind: &str) -> u8 {
             }
         };
         cfg.cluster.node_kind = kind;
+        nodes = cfg.nodes;
         let progress = Progress::quiet();
         let result = match local_run::run(cfg, &local_run::run_id(), &progress).await {
             Ok(f) => f.result,
@@ -129,7 +131,10 @@ async fn conformance(runs: usize, node_kind: &str) -> u8 {
         }
     }
     for (name, t) in &totals {
-        println!("conformance (mock, 2 profiles, 7 {name} nodes): median {:.1}s over {runs} runs", median(t.clone()));
+        println!(
+            "conformance (mock, 2 profiles, {nodes} {name} nodes): median {:.1}s over {runs} runs",
+            median(t.clone())
+        );
         let mut rows: Vec<(&str, f64)> =
             parts.iter().filter(|((n, _), _)| n == name).map(|((_, k), v)| (k.as_str(), median(v.clone()))).collect();
         rows.sort_by(|a, b| b.1.total_cmp(&a.1));
