@@ -532,11 +532,7 @@ impl LocalCluster {
         for d in self.drivers.iter_mut().filter(|d| d.node == name) {
             d.kill();
         }
-        let node = self
-            .nodes
-            .iter_mut()
-            .find(|n| n.name() == name)
-            .ok_or_else(|| ClusterError::NoSuchNode { name: name.to_string() })?;
+        let node = self.node_mut(name).ok_or_else(|| ClusterError::NoSuchNode { name: name.to_string() })?;
         node.reboot().await?;
         for d in self.drivers.iter_mut().filter(|d| d.node == name) {
             d.start_again()?;

@@ -157,26 +157,33 @@ impl Target {
         if let Some(pods) = &self.driver_pods {
             return super::driver_pods::restart(&self.client, pods, node).await;
         }
-        let mut local = self.local().await?;
-        let driver = local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?;
         let started = std::time::Instant::now();
-        driver.restart(Duration::from_secs(10))?;
+        self.on_local_driver(node, |driver| Ok(driver.restart(Duration::from_secs(10))?)).await?;
         Ok(started.elapsed())
+    }
+
+    /// Does `f` to the driver process the local cluster runs on `node`.
+    async fn on_local_driver<T>(
+        &self,
+        node: &str,
+        f: impl FnOnce(&mut dracheck_clusters::local::DriverInstance) -> Result<T, DisruptionError>,
+    ) -> Result<T, DisruptionError> {
+        let mut local = self.local().await?;
+        f(local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?)
     }
 
     /// Stops the driver on `node` (gracefully), for [`Target::start_driver`] to start again.
     pub async fn stop_driver(&self, node: &str) -> Result<(), DisruptionError> {
-        let mut local = self.local().await?;
-        let driver = local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?;
-        driver.stop(Duration::from_secs(10));
-        Ok(())
+        self.on_local_driver(node, |driver| {
+            driver.stop(Duration::from_secs(10));
+            Ok(())
+        })
+        .await
     }
 
     /// Starts the driver on `node` again after [`Target::stop_driver`].
     pub async fn start_driver(&self, node: &str) -> Result<(), DisruptionError> {
-        let mut local = self.local().await?;
-        let driver = local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?;
-        Ok(driver.start_again()?)
+        self.on_local_driver(node, |driver| Ok(driver.start_again()?)).await
     }
 
     /// Stops and starts the kubelet of `node` (its containers keep running).

@@ -322,12 +322,7 @@ impl PodWorker {
             "containerStatuses": statuses,
             "conditions": [unready("ContainersReady"), unready("Ready")],
         }});
-        let pods: Api<Pod> =
-            Api::namespaced(self.client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        if let Err(e) = pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
-            self.log.warn("StatusUpdateFailed", format!("{name}: {e}"));
-        }
+        self.patch_status(pod, &patch).await;
     }
 
     /// Writes the pod's status from the containers' states, when it changed.
@@ -398,12 +393,22 @@ impl PodWorker {
             ],
             "containerStatuses": container_statuses,
         }});
+        if self.patch_status(pod, &patch).await {
+            p.last_status = Some(summary);
+        }
+    }
+
+    /// Patches the pod's status; a failure is logged (the next sync writes it again).
+    async fn patch_status(&self, pod: &Pod, patch: &serde_json::Value) -> bool {
         let pods: Api<Pod> =
             Api::namespaced(self.client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
         let name = pod.metadata.name.clone().unwrap_or_default();
-        match pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
-            Ok(_) => p.last_status = Some(summary),
-            Err(e) => self.log.warn("StatusUpdateFailed", format!("{name}: {e}")),
+        match pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.log.warn("StatusUpdateFailed", format!("{name}: {e}"));
+                false
+            }
         }
     }
 }
