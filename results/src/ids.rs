@@ -27,6 +27,7 @@ pub const CAPACITY_RECOVERED: &str = "capacity.recovered";
 pub const RETENTION_TEMPLATE_CLAIM_DELETED: &str = "retention.template-claim-deleted";
 pub const RETENTION_STANDALONE_CLAIM_DEALLOCATED: &str = "retention.standalone-claim-deallocated";
 pub const LIFECYCLE_UNPREPARED: &str = "lifecycle.unprepared";
+pub const LIFECYCLE_CONTAINER_RESTART: &str = "lifecycle.container-restart";
 
 // driverRestart
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
@@ -57,6 +58,7 @@ pub const VERSIONS_DRIVER: &str = "versions.driver";
 pub const PLUGIN_REGISTRATION_INFO: &str = "plugin.registration.info";
 pub const PLUGIN_SLICES_MATCH_INVENTORY: &str = "plugin.slices.match-inventory";
 pub const PLUGIN_SLICES_OWNED_BY_NODE: &str = "plugin.slices.owned-by-node";
+pub const PLUGIN_SLICES_RECREATED: &str = "plugin.slices.recreated";
 pub const PLUGIN_PREPARE_ALLOCATED_CLAIM: &str = "plugin.prepare.allocated-claim";
 pub const PLUGIN_UNPREPARE_REMOVES_STATE: &str = "plugin.unprepare.removes-state";
 pub const PLUGIN_PREPARE_IDEMPOTENT: &str = "plugin.prepare.idempotent";

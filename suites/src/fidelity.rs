@@ -55,6 +55,7 @@ const NEEDS_REGISTRATION: &[&str] = &[
     PLUGIN_REGISTRATION_INFO,
     PLUGIN_SLICES_MATCH_INVENTORY,
     PLUGIN_SLICES_OWNED_BY_NODE,
+    PLUGIN_SLICES_RECREATED,
     PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
 ];
 
@@ -66,6 +67,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     RETENTION_TEMPLATE_CLAIM_DELETED,
     RETENTION_STANDALONE_CLAIM_DEALLOCATED,
     LIFECYCLE_UNPREPARED,
+    LIFECYCLE_CONTAINER_RESTART,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
@@ -169,6 +171,7 @@ pub const FAULTS: &[FaultCase] = &[
             WORKLOAD_SEES_DEVICES,
             ISOLATION_EXCLUSIVE,
             LIMITS_MAX_DEVICES_PER_CLAIM,
+            LIFECYCLE_CONTAINER_RESTART,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[],
@@ -176,7 +179,12 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "prepare-first-device-only",
         misbehaviour: "the CDI spec of a claim sets up only its first allocated device, for each of its devices",
-        breaks: &[&[WORKLOAD_SEES_DEVICES, LIMITS_MAX_DEVICES_PER_CLAIM, NODE_REBOOT_WORKLOADS_RESUME]],
+        breaks: &[&[
+            WORKLOAD_SEES_DEVICES,
+            LIMITS_MAX_DEVICES_PER_CLAIM,
+            LIFECYCLE_CONTAINER_RESTART,
+            NODE_REBOOT_WORKLOADS_RESUME,
+        ]],
         may_break: &[],
     },
     FaultCase {
@@ -243,6 +251,7 @@ pub const FAULTS: &[FaultCase] = &[
             PLUGIN_RESTART_KEEPS_STATE,
             CAPACITY_RECOVERED,
             LIFECYCLE_UNPREPARED,
+            LIFECYCLE_CONTAINER_RESTART,
             DRIVER_RESTART_NO_LEAKS,
             DRIVER_RESTART_LONG_OUTAGE,
             NODE_RESTART_DRIVER_RECOVERS,
@@ -252,10 +261,10 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "no-slice-reconcile",
-        misbehaviour: "slices are written at start-up and when the inventory changes, never re-created after someone deletes them; the kubelet wipes a node's slices when it starts, so after a kubelet restart the node offers no devices",
+        misbehaviour: "slices are written at start-up and when the inventory changes, never re-created after someone deletes them: the plugin tier's deletion stays, and the kubelet wipes a node's slices when it starts, so after a kubelet restart the node offers no devices",
         // A rebooted node's kubelet wipes its slices at start-up, before the driver is back
         // as a rule; where the wipe comes later, nothing publishes them again.
-        breaks: &[&[NODE_RESTART_DRIVER_RECOVERS]],
+        breaks: &[&[PLUGIN_SLICES_RECREATED, NODE_RESTART_DRIVER_RECOVERS]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
     },
     FaultCase {
@@ -281,6 +290,15 @@ pub const FAULTS: &[FaultCase] = &[
         misbehaviour: "a restarted driver takes the slices it published before to be in place and writes none until they change; after an outage past the kubelet's 30 s wipe delay the node offers no devices",
         // A reboot's kubelet wipes at start-up, before the driver is back as a rule.
         breaks: &[&[DRIVER_RESTART_LONG_OUTAGE]],
+        may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
+    },
+    FaultCase {
+        fault: "expire-cdi-spec=10",
+        misbehaviour: "a claim's CDI spec is removed 10 s after its prepare, the claim still prepared: a container restarted later (a new container, whose CDI devices the runtime resolves again) cannot be created",
+        // The container-restart scenario's container runs 12 s before its restart. Containers
+        // created within 10 s of their prepare start; a reboot's sandbox that takes longer on
+        // a loaded machine fails too.
+        breaks: &[&[LIFECYCLE_CONTAINER_RESTART]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
     },
 ];

@@ -36,9 +36,12 @@ pub struct LocalRun {
     pub keep_cluster: bool,
 }
 
+/// Nodes of a default run: every scenario role of the shipped profiles of the mock on a node
+/// of its own (four each), so that the profiles run side by side; `--nodes`' default too.
+pub const DEFAULT_NODES: usize = 8;
+
 impl LocalRun {
-    /// The default run of a driver: its shipped profiles, eight nodes so that every scenario
-    /// role of two profiles runs side by side.
+    /// The default run of a driver: its shipped profiles, on [`DEFAULT_NODES`] nodes.
     pub fn default_for(adapter: Adapter) -> Result<LocalRun, crate::profile::ProfileError> {
         let profiles = crate::profile::shipped(adapter.short)
             .into_iter()
@@ -48,7 +51,7 @@ impl LocalRun {
             adapter,
             profiles,
             filter: Filter::default(),
-            nodes: 8,
+            nodes: DEFAULT_NODES,
             cluster: LocalClusterOptions::from_env(),
             scenario_timeout: Duration::from_secs(300),
             parallel: 0,
@@ -332,6 +335,24 @@ pub fn nodes_needed(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter)
     }
 }
 
+/// The nodes with which every selected scenario role of every profile has a node of its own,
+/// so that the profiles run side by side (the engine runs them one after the other on fewer).
+pub fn nodes_side_by_side(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter) -> usize {
+    profiles
+        .iter()
+        .map(|(_, p)| {
+            let mut roles: Vec<engine::Role> = scenarios::cluster_scenarios()
+                .into_iter()
+                .filter(|s| s.applicable(Some(p)).iter().any(|id| filter.selects(id)))
+                .map(|s| s.role)
+                .collect();
+            roles.sort();
+            roles.dedup();
+            roles.len()
+        })
+        .sum()
+}
+
 /// Creates the DeviceClasses the driver's installation brings, as its chart would.
 pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result<(), crate::engine::ScenarioError> {
     use crate::engine::ApiContext;
@@ -359,6 +380,20 @@ mod tests {
 
     use crate::engine::{Filter, Outcome};
     use crate::result::{ClusterFacts, DriverFacts};
+
+    /// The default node count is what the mock's shipped profiles need to run side by side:
+    /// fewer, and the default run takes the sum of the profiles' times instead of the longest.
+    #[test]
+    fn the_default_nodes_run_the_shipped_mock_profiles_side_by_side() {
+        let profiles: Vec<_> = crate::profile::shipped("mock")
+            .into_iter()
+            .map(|p| {
+                let loaded = crate::profile::load(&p).expect("a shipped profile loads");
+                (p, loaded)
+            })
+            .collect();
+        assert_eq!(super::nodes_side_by_side(&profiles, &Filter::default()), super::DEFAULT_NODES);
+    }
 
     #[test]
     fn the_duration_is_the_runs_own_time_and_the_build_is_reported_apart() {

@@ -26,6 +26,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "reset-devices-on-start",
     "trust-checkpoint",
     "trust-published",
+    "expire-cdi-spec=10",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).

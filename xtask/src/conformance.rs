@@ -51,9 +51,9 @@ pub struct ConformanceArgs {
     /// Leave out guarantees matching this glob (repeatable).
     #[arg(long, value_name = "ID-GLOB")]
     pub skip: Vec<String>,
-    /// Emulated nodes of the local cluster. With a node per scenario role of every profile
-    /// (seven for the mock's two profiles) all of them run side by side.
-    #[arg(long, default_value_t = 7)]
+    /// Nodes of the local cluster. With a node per scenario role of every profile (eight for
+    /// the mock's two profiles) all of them run side by side.
+    #[arg(long, default_value_t = dracheck_suites::local_run::DEFAULT_NODES)]
     pub nodes: usize,
     /// `real`: each node runs the upstream kubelet, containerd and runc (built from their Go
     /// modules; needs root and cgroups). `emulated`: dracheck's kubelet emulation, lighter,

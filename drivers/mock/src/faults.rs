@@ -36,6 +36,7 @@ pub enum Fault {
     StrictAuthority,
     TrustCheckpoint,
     TrustPublished,
+    ExpireCdiSpec(u32),
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -319,6 +320,23 @@ pub const TABLE: &[FaultSpec] = &[
               change",
         form: Form::Bare(Fault::TrustPublished),
     },
+    // Like a driver that takes a CDI spec to be used up once the container is created. A
+    // container that exits and is restarted is a new container, whose CDI devices the runtime
+    // resolves again: it cannot be created. Breaks `lifecycle.container-restart`.
+    FaultSpec {
+        name: "expire-cdi-spec",
+        doc: "a claim's CDI spec is removed SECS seconds after the prepare that wrote it, the claim still prepared",
+        form: Form::Arg {
+            arg: "SECS",
+            sample: "10",
+            parse: |n| match n.parse() {
+                Ok(0) => Err(Some("SECS must be at least 1")),
+                Ok(secs) => Ok(Fault::ExpireCdiSpec(secs)),
+                Err(_) => Err(Some("SECS must be a whole number")),
+            },
+            show: |f| if let Fault::ExpireCdiSpec(n) = f { Some(n.to_string()) } else { None },
+        },
+    },
 ];
 
 /// The faults' usages, `fail-prepare=N, hang-prepare, …`, for error messages.
@@ -417,6 +435,13 @@ impl Faults {
     /// How many devices to make up: `phantom-devices=N`, else 0.
     pub fn phantom_devices(&self) -> u32 {
         self.last(|f| if let Fault::PhantomDevices(n) = f { Some(*n) } else { None }).unwrap_or(0)
+    }
+
+    /// How long a CDI spec stays after its prepare: `expire-cdi-spec=SECS`.
+    pub fn expire_cdi_spec(&self) -> Option<std::time::Duration> {
+        self.last(|f| {
+            if let Fault::ExpireCdiSpec(n) = f { Some(std::time::Duration::from_secs((*n).into())) } else { None }
+        })
     }
 
     /// The `wrong-attribute` (NAME, VALUE) pairs, in the order given.

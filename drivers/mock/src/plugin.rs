@@ -110,7 +110,7 @@ impl Plugin {
         {
             // The spec may be gone (a tmpfs CDI dir after a reboot); the answer must resolve.
             if !faults.has(&Fault::CdiWithoutSpec) && !faults.has(&Fault::TrustCheckpoint) {
-                cdi::write(&ctx.cdi_dir, &self.exposed(prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
+                self.write_spec(prepared)?;
             }
             return Ok(prepared.response());
         }
@@ -183,9 +183,26 @@ impl Plugin {
             return Err(format!("saving the checkpoint {}: {e}", ctx.checkpoint.path().display()));
         }
         if !faults.has(&Fault::CdiWithoutSpec) {
-            cdi::write(&ctx.cdi_dir, &self.exposed(&prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
+            self.write_spec(&prepared)?;
         }
         Ok(prepared.response())
+    }
+
+    /// Writes the claim's CDI spec; with `expire-cdi-spec=SECS` it is removed SECS later.
+    fn write_spec(&self, prepared: &PreparedClaim) -> Result<(), String> {
+        let dir = &self.ctx.cdi_dir;
+        cdi::write(dir, &self.exposed(prepared)).map_err(|e| format!("writing the CDI spec: {e}"))?;
+        if let Some(after) = self.ctx.faults.expire_cdi_spec() {
+            let (dir, uid) = (dir.clone(), prepared.uid.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                match cdi::remove(&dir, &uid) {
+                    Ok(()) => log!("fault expire-cdi-spec: removed the CDI spec of claim {uid}, which stays prepared"),
+                    Err(e) => log!("fault expire-cdi-spec: removing the CDI spec of claim {uid}: {e}"),
+                }
+            });
+        }
+        Ok(())
     }
 
     /// What the claim's CDI spec gives containers: its own devices, unless a fault makes each

@@ -160,6 +160,15 @@ pub mod conditions {
         }
     }
 
+    /// Every container of the pod was created again at least once after it ended
+    /// (`restartCount` ≥ 1): the runtime resolved its devices anew.
+    pub fn containers_restarted() -> impl Condition<Pod> + Clone {
+        |pod: Option<&Pod>| {
+            let statuses = pod.and_then(|p| p.status.as_ref()?.container_statuses.as_ref());
+            statuses.is_some_and(|s| !s.is_empty() && s.iter().all(|c| c.restart_count >= 1))
+        }
+    }
+
     /// The scheduler has said no: `PodScheduled=False`.
     pub fn pod_unschedulable() -> impl Condition<Pod> + Clone {
         |pod: Option<&Pod>| unschedulable(pod).is_some()

@@ -96,9 +96,14 @@ pub const FAMILIES: &[Family] = &[
     Family {
         key: "retention",
         parameters: &[],
-        ids: &[RETENTION_TEMPLATE_CLAIM_DELETED, RETENTION_STANDALONE_CLAIM_DEALLOCATED, LIFECYCLE_UNPREPARED],
+        ids: &[
+            RETENTION_TEMPLATE_CLAIM_DELETED,
+            RETENTION_STANDALONE_CLAIM_DEALLOCATED,
+            LIFECYCLE_UNPREPARED,
+            LIFECYCLE_CONTAINER_RESTART,
+        ],
         publishes: Publishes::All(|g| g.retention.is_some()),
-        scenarios: &["lifecycle"],
+        scenarios: &["lifecycle", "container-restart"],
     },
     Family {
         key: "driverRestart",

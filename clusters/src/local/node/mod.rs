@@ -64,7 +64,7 @@ impl EmulatedNode {
             context: "configuring the kubelet's TLS".into(),
             source: std::io::Error::other(e),
         })?;
-        let runtime = Arc::new(Runtime::new(&cfg.pods_dir()));
+        let runtime = Arc::new(Runtime::new(&cfg.pods_dir(), &cfg.cdi_dir()));
         let index = PodIndex::default();
         let server = CancellationToken::new();
         tokio::spawn(logs::serve(listener, tls, runtime.clone(), index.clone(), server.clone()));

@@ -15,7 +15,6 @@ use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::cdi;
 use super::config::NodeConfig;
 use super::dra::{DraManager, PodClaim};
 use super::events::Log;
@@ -273,7 +272,7 @@ impl PodWorker {
         let spec = pod.spec.clone().unwrap_or_default();
         let mut out = Vec::new();
         for c in &spec.containers {
-            let mut env = super::env::environment(pod, c, &self.cfg.name, &self.cfg.ip.to_string())?;
+            let env = super::env::environment(pod, c, &self.cfg.name, &self.cfg.ip.to_string())?;
             let argv: Vec<String> =
                 c.command.iter().chain(c.args.iter()).flatten().map(|a| super::env::expand(a, &env)).collect();
             if argv.is_empty() {
@@ -291,10 +290,7 @@ impl PodWorker {
                     }
                 }
             }
-            let edits = cdi::resolve(&self.cfg.cdi_dir(), &ids)
-                .map_err(|e| format!("Error: failed to create containerd task: {e}"))?;
-            env.extend(edits);
-            out.push(ContainerSpec { name: c.name.clone(), argv, env });
+            out.push(ContainerSpec { name: c.name.clone(), argv, env, cdi_devices: ids });
         }
         Ok(out)
     }
@@ -352,6 +348,7 @@ impl PodWorker {
             .map(|s| {
                 let state = match &s.state {
                     State::Running { started_at } => json!({ "running": { "startedAt": started_at.to_string() } }),
+                    State::Waiting { reason, message } => json!({ "waiting": { "reason": reason, "message": message } }),
                     State::Terminated { exit_code, started_at, finished_at } => json!({ "terminated": {
                         "exitCode": exit_code,
                         "reason": if *exit_code == 0 { "Completed" } else { "Error" },

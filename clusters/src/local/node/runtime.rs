@@ -1,13 +1,14 @@
 //! The container runtime of an emulated node: each container's command runs as a host process
 //! in its own process group, with the pod's env and the CDI env edits, its output in a log
 //! file that the kubelet log endpoint serves. It outlives a kubelet restart, as containerd
-//! does on a real node.
+//! does on a real node. Like containerd, it resolves a container's CDI devices each time it
+//! creates the container, a restart included: a spec that is gone by then fails the restart.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 
@@ -19,8 +20,20 @@ pub(crate) const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
-    Running { started_at: Timestamp },
-    Terminated { exit_code: i32, started_at: Timestamp, finished_at: Timestamp },
+    Running {
+        started_at: Timestamp,
+    },
+    /// Not running and not created again yet (a restart whose creation failed), with the
+    /// runtime's reason and message.
+    Waiting {
+        reason: String,
+        message: String,
+    },
+    Terminated {
+        exit_code: i32,
+        started_at: Timestamp,
+        finished_at: Timestamp,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -32,12 +45,14 @@ pub struct ContainerStatus {
     pub last_exit_code: Option<i32>,
 }
 
-/// What to run: argv, env, working dir.
+/// What to run: argv, env, the CDI devices whose env edits it gets.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec {
     pub name: String,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Fully qualified CDI device IDs, resolved against the node's CDI dir at each creation.
+    pub cdi_devices: Vec<String>,
 }
 
 struct Container {
@@ -45,18 +60,54 @@ struct Container {
     process: Supervised,
     started_at: Timestamp,
     finished_at: Option<Timestamp>,
+    /// When the runtime noticed the exit, for the restart back-off.
+    exited_at: Option<Instant>,
     restart_count: i32,
     last_exit_code: Option<i32>,
 }
 
 pub struct Runtime {
     pods_dir: PathBuf,
+    cdi_dir: PathBuf,
+    /// The second restart's delay, doubled for each one after it.
+    restart_backoff: Duration,
     pods: Mutex<HashMap<String, Vec<Container>>>,
 }
 
+/// Kubelet's restart delays of a container that exited: none the first time (its back-off
+/// entry starts at that restart), then `backOffPeriod` (10 s with the
+/// `ReduceDefaultCrashLoopBackOffDecay` gate off, as in 1.37), doubling up to
+/// `MaxContainerBackOff`.
+const RESTART_BACKOFF: Duration = Duration::from_secs(10);
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// Why a container could not be created: the runtime's message, as kubelet shows it in a
+/// `CreateContainerError`.
+const CREATE_FAILED: &str = "failed to create containerd container";
+
 impl Runtime {
-    pub fn new(pods_dir: &Path) -> Runtime {
-        Runtime { pods_dir: pods_dir.to_path_buf(), pods: Mutex::new(HashMap::new()) }
+    pub fn new(pods_dir: &Path, cdi_dir: &Path) -> Runtime {
+        Runtime {
+            pods_dir: pods_dir.to_path_buf(),
+            cdi_dir: cdi_dir.to_path_buf(),
+            restart_backoff: RESTART_BACKOFF,
+            pods: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// With another delay of the second restart (tests).
+    #[cfg(test)]
+    fn with_restart_backoff(mut self, first: Duration) -> Runtime {
+        self.restart_backoff = first;
+        self
+    }
+
+    /// The delay before a container that has been restarted `restarts` times starts again.
+    fn backoff(&self, restarts: i32) -> Duration {
+        match restarts {
+            ..=0 => Duration::ZERO,
+            n => self.restart_backoff.saturating_mul(1 << (n - 1).min(16)).min(RESTART_BACKOFF_MAX),
+        }
     }
 
     pub fn log_path(&self, pod_uid: &str, container: &str) -> PathBuf {
@@ -79,6 +130,7 @@ impl Runtime {
                 process,
                 started_at: dracheck_objects::now(),
                 finished_at: None,
+                exited_at: None,
                 restart_count: 0,
                 last_exit_code: None,
             });
@@ -89,9 +141,12 @@ impl Runtime {
 
     fn spawn(&self, pod_uid: &str, spec: &ContainerSpec, append: bool) -> Result<Supervised, String> {
         let (program, args) = spec.argv.split_first().ok_or("the container has no command")?;
+        let edits =
+            super::cdi::resolve(&self.cdi_dir, &spec.cdi_devices).map_err(|e| format!("{CREATE_FAILED}: {e}"))?;
+        let env: Vec<(String, String)> = spec.env.iter().cloned().chain(edits).collect();
         let mut cmd = Command::new(program);
-        cmd.args(args).env_clear().envs(spec.env.iter().cloned()).current_dir(self.pods_dir.join(pod_uid));
-        if !spec.env.iter().any(|(k, _)| k == "PATH") {
+        cmd.args(args).env_clear().envs(env.iter().cloned()).current_dir(self.pods_dir.join(pod_uid));
+        if !env.iter().any(|(k, _)| k == "PATH") {
             cmd.env("PATH", DEFAULT_PATH);
         }
         Supervised::spawn_command(&spec.name, cmd, &self.log_path(pod_uid, &spec.name), append, Lifetime::Attached)
@@ -114,12 +169,35 @@ impl Runtime {
                     _ => false,
                 };
                 if restart {
-                    if let Ok(p) = self.spawn(pod_uid, &c.spec, true) {
-                        c.process = p;
-                        c.restart_count += 1;
-                        c.last_exit_code = Some(code);
-                        c.started_at = dracheck_objects::now();
-                        c.finished_at = None;
+                    let waiting = |reason: &str, message: String| ContainerStatus {
+                        name: c.spec.name.clone(),
+                        state: State::Waiting { reason: reason.into(), message },
+                        restart_count: c.restart_count,
+                        last_exit_code: Some(code),
+                    };
+                    let exited = *c.exited_at.get_or_insert_with(Instant::now);
+                    let backoff = self.backoff(c.restart_count);
+                    if exited.elapsed() < backoff {
+                        let message =
+                            format!("back-off {}s restarting failed container={}", backoff.as_secs(), c.spec.name);
+                        out.push(waiting("CrashLoopBackOff", message));
+                        continue;
+                    }
+                    match self.spawn(pod_uid, &c.spec, true) {
+                        Ok(p) => {
+                            c.process = p;
+                            c.restart_count += 1;
+                            c.last_exit_code = Some(code);
+                            c.started_at = dracheck_objects::now();
+                            c.finished_at = None;
+                            c.exited_at = None;
+                        }
+                        // Tried again at the next poll; the restart count counts containers
+                        // created, so it stays.
+                        Err(message) => {
+                            out.push(waiting("CreateContainerError", message));
+                            continue;
+                        }
                     }
                 } else {
                     out.push(ContainerStatus {
@@ -178,6 +256,7 @@ mod tests {
             name: name.into(),
             argv: vec!["sh".into(), "-c".into(), script.into()],
             env: vec![("GREETING".into(), "hello".into())],
+            cdi_devices: Vec::new(),
         }
     }
 
@@ -195,14 +274,14 @@ mod tests {
     #[test]
     fn runs_commands_with_their_env_and_reports_exit_codes() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::new(dir.path());
+        let rt = Runtime::new(dir.path(), &dir.path().join("cdi"));
         rt.start_pod("u1", vec![spec("ok", "echo $GREETING; exit 0"), spec("bad", "exit 3")]).unwrap();
         let s = wait_terminated(&rt, "u1", "Never");
         let codes: Vec<i32> = s
             .iter()
             .map(|c| match c.state {
                 State::Terminated { exit_code, .. } => exit_code,
-                State::Running { .. } => -1,
+                State::Running { .. } | State::Waiting { .. } => -1,
             })
             .collect();
         assert_eq!(codes, vec![0, 3]);
@@ -212,7 +291,7 @@ mod tests {
     #[test]
     fn a_container_gets_its_pods_env_and_a_path_not_the_callers() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::new(dir.path());
+        let rt = Runtime::new(dir.path(), &dir.path().join("cdi"));
         let env = ContainerSpec { argv: vec!["/usr/bin/env".into()], ..spec("env", "") };
         rt.start_pod("u4", vec![env]).unwrap();
         wait_terminated(&rt, "u4", "Never");
@@ -225,7 +304,7 @@ mod tests {
     #[test]
     fn on_failure_restarts_until_success() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::new(dir.path());
+        let rt = Runtime::new(dir.path(), &dir.path().join("cdi")).with_restart_backoff(Duration::from_millis(50));
         // Fails on the first run, succeeds on the second: the marker file survives restarts.
         rt.start_pod("u2", vec![spec("flaky", "if [ -e marker ]; then exit 0; fi; touch marker; exit 1")]).unwrap();
         let s = wait_terminated(&rt, "u2", "OnFailure");
@@ -234,10 +313,53 @@ mod tests {
         assert!(matches!(s[0].state, State::Terminated { exit_code: 0, .. }));
     }
 
+    /// What containerd does: a restarted container is a new one, whose CDI devices are
+    /// resolved again; a spec removed in between fails the creation, and the restart count
+    /// stays.
+    #[test]
+    fn a_restart_resolves_cdi_devices_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let cdi = dir.path().join("cdi");
+        std::fs::create_dir_all(&cdi).unwrap();
+        let spec_file = cdi.join("claim.json");
+        std::fs::write(
+            &spec_file,
+            r#"{"cdiVersion":"0.6.0","kind":"mock.dracheck.io/gpu","devices":[{"name":"gpu-0","containerEdits":{"env":["DEV=gpu-0"]}}]}"#,
+        )
+        .unwrap();
+        let rt = Runtime::new(dir.path(), &cdi).with_restart_backoff(Duration::from_millis(300));
+        let crashing = ContainerSpec {
+            cdi_devices: vec!["mock.dracheck.io/gpu=gpu-0".into()],
+            ..spec("crashing", "echo $DEV; exit 1")
+        };
+        rt.start_pod("u5", vec![crashing]).unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..200 {
+            let s = rt.poll("u5", "Always");
+            if let State::Waiting { reason, .. } = &s[0].state {
+                seen.push((reason.clone(), s[0].restart_count));
+            }
+            if s[0].restart_count == 1 {
+                std::fs::remove_file(&spec_file).ok();
+            }
+            if seen.last().is_some_and(|(r, _)| r == "CreateContainerError") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        assert_eq!(
+            seen.first(),
+            Some(&("CrashLoopBackOff".to_string(), 1)),
+            "the second restart waits out the back-off"
+        );
+        assert_eq!(seen.last(), Some(&("CreateContainerError".to_string(), 1)), "{seen:?}");
+        assert_eq!(std::fs::read_to_string(rt.log_path("u5", "crashing")).unwrap(), "gpu-0\ngpu-0\n");
+    }
+
     #[test]
     fn kill_pod_stops_running_containers() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::new(dir.path());
+        let rt = Runtime::new(dir.path(), &dir.path().join("cdi"));
         rt.start_pod("u3", vec![spec("sleeper", "sleep 60")]).unwrap();
         assert!(matches!(rt.poll("u3", "Never")[0].state, State::Running { .. }));
         rt.kill_pod("u3", Duration::from_secs(2));

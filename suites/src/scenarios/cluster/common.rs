@@ -155,3 +155,34 @@ pub async fn kept_running(ctx: &Ctx<'_>, pod: &str, devices: &[String]) -> Resul
         status.phase
     ))
 }
+
+/// What the pod's containers are doing, for a failure's reason: `name: waiting
+/// CreateContainerError (message)` and the like.
+pub fn container_states(pod: Option<&Pod>) -> String {
+    let statuses = pod.and_then(|p| p.status.as_ref()?.container_statuses.clone()).unwrap_or_default();
+    if statuses.is_empty() {
+        return "no container status".into();
+    }
+    let states: Vec<String> = statuses
+        .iter()
+        .map(|c| {
+            let state = c.state.clone().unwrap_or_default();
+            let what = match (&state.running, &state.waiting, &state.terminated) {
+                (Some(r), _, _) => {
+                    format!("running since {}", r.started_at.as_ref().map(|t| t.0.to_string()).unwrap_or_default())
+                }
+                (_, Some(w), _) => format!(
+                    "waiting {} ({})",
+                    w.reason.clone().unwrap_or_default(),
+                    w.message.clone().unwrap_or_default()
+                ),
+                (_, _, Some(t)) => {
+                    format!("terminated with {} ({})", t.exit_code, t.reason.clone().unwrap_or_default())
+                }
+                _ => "in no state".into(),
+            };
+            format!("{}: {what}", c.name)
+        })
+        .collect();
+    states.join("; ")
+}

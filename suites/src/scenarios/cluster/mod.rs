@@ -2,6 +2,7 @@
 
 mod common;
 mod compatible;
+mod container_restart;
 mod driver_outage;
 mod driver_restart;
 mod exhaustion;
@@ -26,6 +27,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &limits::SCENARIO,
         &lifecycle::SCENARIO,
         &exhaustion::SCENARIO,
+        &container_restart::SCENARIO,
         &driver_restart::SCENARIO,
         &node_restart::SCENARIO,
         &driver_outage::SCENARIO,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::common::{allocated, new_specs, secs, sees};
+use super::common::{allocated, container_states, new_specs, secs, sees};
 use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -38,37 +38,6 @@ const GONE: Duration = Duration::from_secs(60);
 async fn published(ctx: &Ctx<'_>) -> BTreeSet<String> {
     let slices = ctx.slices_of(&ctx.node).await;
     slices.iter().flat_map(|s| s.spec.devices.iter().flatten().map(|d| d.name.clone())).collect()
-}
-
-/// What the pod's containers are doing, for a failure's reason: `name: waiting
-/// CreateContainerError (message)` and the like.
-fn container_states(pod: Option<&Pod>) -> String {
-    let statuses = pod.and_then(|p| p.status.as_ref()?.container_statuses.clone()).unwrap_or_default();
-    if statuses.is_empty() {
-        return "no container status".into();
-    }
-    let states: Vec<String> = statuses
-        .iter()
-        .map(|c| {
-            let state = c.state.clone().unwrap_or_default();
-            let what = match (&state.running, &state.waiting, &state.terminated) {
-                (Some(r), _, _) => {
-                    format!("running since {}", r.started_at.as_ref().map(|t| t.0.to_string()).unwrap_or_default())
-                }
-                (_, Some(w), _) => format!(
-                    "waiting {} ({})",
-                    w.reason.clone().unwrap_or_default(),
-                    w.message.clone().unwrap_or_default()
-                ),
-                (_, _, Some(t)) => {
-                    format!("terminated with {} ({})", t.exit_code, t.reason.clone().unwrap_or_default())
-                }
-                _ => "in no state".into(),
-            };
-            format!("{}: {what}", c.name)
-        })
-        .collect();
-    states.join("; ")
 }
 
 /// When the last of the pod's containers started.

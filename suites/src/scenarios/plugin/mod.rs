@@ -11,6 +11,7 @@ mod prepare;
 mod registration;
 mod restart;
 mod slices;
+mod slices_kept;
 mod unknown_unprepare;
 
 use crate::engine::{Ctx, Scenario, ScenarioError};
@@ -19,6 +20,7 @@ pub fn all() -> Vec<&'static Scenario> {
     vec![
         &registration::SCENARIO,
         &slices::SCENARIO,
+        &slices_kept::SCENARIO,
         &prepare::SCENARIO,
         &idempotent::SCENARIO,
         &unknown_unprepare::SCENARIO,

@@ -164,6 +164,6 @@ async fn pool_rules(ctx: &Ctx<'_>, all: &[ResourceSlice], node: &str, uid: &str)
 }
 
 /// A device's attributes and capacities as comparable text.
-fn shape(d: &k8s_openapi::api::resource::v1::Device) -> String {
+pub(super) fn shape(d: &k8s_openapi::api::resource::v1::Device) -> String {
     serde_json::json!({ "attributes": d.attributes, "capacity": d.capacity.as_ref().map(|c| c.iter().map(|(k, v)| (k.clone(), v.value.0.clone())).collect::<BTreeMap<_, _>>()) }).to_string()
 }

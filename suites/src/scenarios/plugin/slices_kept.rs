@@ -1,0 +1,93 @@
+//! The slices are the driver's to keep true, not a one-off write: whoever deletes them (an
+//! admin, a clean-up script, a kubelet at start-up), the driver publishes the same devices
+//! again, under new slice objects, without a restart. The upstream helper's controller does
+//! so `DefaultSyncDelay` (30 s) after it sees the deletion, so the suite allows twice that.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{Api, DeleteParams};
+
+use super::harness::PluginNode;
+use super::published_slices;
+use crate::engine::{ApiContext, Ctx, ScenarioError};
+use crate::profile::ids::PLUGIN_SLICES_RECREATED as ID;
+
+super::plugin_scenario!("plugin-slices-kept", [ID]);
+
+/// The upstream helper's sync delay (30 s) twice over.
+const RECREATED: Duration = Duration::from_secs(60);
+
+/// Each device of the node's pool by name, with its attributes and capacities.
+fn devices(slices: &[ResourceSlice]) -> BTreeMap<String, String> {
+    slices
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten())
+        .map(|d| (d.name.clone(), super::slices::shape(d)))
+        .collect()
+}
+
+fn uids(slices: &[ResourceSlice]) -> BTreeSet<String> {
+    slices.iter().filter_map(|s| s.metadata.uid.clone()).collect()
+}
+
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
+    let before = published_slices(node, ctx).await?;
+    let (want, old) = (devices(&before), uids(&before));
+    let api: Api<ResourceSlice> = Api::all(ctx.client());
+    for slice in before.iter().filter_map(|s| s.metadata.name.as_deref()) {
+        match api.delete(slice, &DeleteParams::default()).await {
+            Err(kube::Error::Api(e)) if e.is_not_found() => {}
+            other => {
+                other.doing(|| format!("deleting ResourceSlice {slice}"))?;
+            }
+        }
+    }
+    let deleted = Instant::now();
+    // New objects (none of the deleted UIDs) that hold the devices as they were.
+    let again = ctx
+        .poll_until(
+            RECREATED,
+            || ctx.slices_of(&node.name),
+            |now| !now.is_empty() && uids(now).is_disjoint(&old) && devices(now) == want,
+        )
+        .await;
+    match again {
+        Ok(_) => ctx.pass(
+            ID,
+            format!(
+                "{} slice(s) deleted by someone else; {:.1}s later the driver had published its {} device(s) again, \
+                 unchanged",
+                before.len(),
+                deleted.elapsed().as_secs_f64(),
+                want.len()
+            ),
+        ),
+        Err(now) => {
+            let fresh: Vec<ResourceSlice> =
+                now.into_iter().filter(|s| s.metadata.uid.as_ref().is_none_or(|u| !old.contains(u))).collect();
+            let got = devices(&fresh);
+            let why = if fresh.is_empty() {
+                "no slice was published again".to_string()
+            } else {
+                let differ: Vec<&String> =
+                    want.keys().chain(got.keys()).filter(|k| want.get(*k) != got.get(*k)).collect();
+                format!("the slices published again differ from those deleted in {differ:?}")
+            };
+            ctx.fail(
+                ID,
+                format!(
+                    "{} slice(s) of the driver on {} were deleted by someone else; {}s later {why}: a driver keeps its \
+                     slices published (the upstream helper re-creates them {}s after it sees the deletion)",
+                    before.len(),
+                    node.name,
+                    RECREATED.as_secs(),
+                    RECREATED.as_secs() / 2
+                ),
+                node.evidence(),
+            );
+        }
+    }
+    Ok(())
+}
