@@ -42,6 +42,14 @@ impl ClaimBuilder {
         }
     }
 
+    /// One more exact request, `name`, for `count` devices of `class` (another driver's, say).
+    pub fn and_request(mut self, name: &str, class: &str, count: i64) -> ClaimBuilder {
+        let more = ClaimBuilder::exact(class, count).spec.devices.and_then(|d| d.requests).unwrap_or_default();
+        let requests = self.spec.devices.get_or_insert_default().requests.get_or_insert_default();
+        requests.extend(more.into_iter().map(|r| DeviceRequest { name: name.into(), ..r }));
+        self
+    }
+
     /// The first request asks for exactly `count` devices (each of its alternatives, for a
     /// `firstAvailable` request).
     pub fn count(mut self, count: i64) -> ClaimBuilder {

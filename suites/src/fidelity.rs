@@ -44,6 +44,7 @@ const NEEDS_PREPARE: &[&str] = &[
     PLUGIN_PREPARE_IDEMPOTENT,
     PLUGIN_PREPARE_REFUSES_FOREIGN_NODE,
     PLUGIN_PREPARE_CONCURRENT,
+    PLUGIN_PREPARE_OWN_RESULTS_ONLY,
     PLUGIN_RESTART_KEEPS_STATE,
     PLUGIN_CDI_VALID,
     PLUGIN_CDI_RESOLVABLE,
@@ -300,6 +301,12 @@ pub const FAULTS: &[FaultCase] = &[
         // a loaded machine fails too.
         breaks: &[&[LIFECYCLE_CONTAINER_RESTART]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
+    },
+    FaultCase {
+        fault: "prepare-every-result",
+        misbehaviour: "prepare takes every allocation result of a claim as its own, also another driver's, and fails on the device it does not have",
+        breaks: &[&[PLUGIN_PREPARE_OWN_RESULTS_ONLY]],
+        may_break: &[],
     },
 ];
 

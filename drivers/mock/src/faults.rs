@@ -37,6 +37,7 @@ pub enum Fault {
     TrustCheckpoint,
     TrustPublished,
     ExpireCdiSpec(u32),
+    PrepareEveryResult,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -336,6 +337,13 @@ pub const TABLE: &[FaultSpec] = &[
             },
             show: |f| if let Fault::ExpireCdiSpec(n) = f { Some(n.to_string()) } else { None },
         },
+    },
+    // Like a driver that never looks at a result's driver name: a claim with devices of
+    // several drivers fails to prepare on each. Breaks `plugin.prepare.own-results-only`.
+    FaultSpec {
+        name: "prepare-every-result",
+        doc: "prepare takes every allocation result of a claim as its own, also those of other drivers",
+        form: Form::Bare(Fault::PrepareEveryResult),
     },
 ];
 

@@ -134,7 +134,8 @@ impl Plugin {
             .devices
             .and_then(|d| d.results)
             .unwrap_or_default();
-        let ours: Vec<_> = results.into_iter().filter(|r| r.driver == ctx.driver).collect();
+        let every = faults.has(&Fault::PrepareEveryResult);
+        let ours: Vec<_> = results.into_iter().filter(|r| every || r.driver == ctx.driver).collect();
         if ours.is_empty() {
             return Err(format!("{who} has no device allocated by driver {}", ctx.driver));
         }

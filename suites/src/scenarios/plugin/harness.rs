@@ -43,6 +43,18 @@ pub struct PluginNode {
 
 pub type Claim = dra_v1::Claim;
 
+/// The DeviceClass the plugin tier's claims name: the suite allocates them by hand, so it
+/// need not exist.
+pub const PLUGIN_TIER_CLASS: &str = "dracheck-plugin-tier";
+
+/// One allocation result the suite writes into a claim's status.
+pub struct Allocated<'a> {
+    pub request: &'a str,
+    pub driver: &'a str,
+    pub pool: &'a str,
+    pub device: &'a str,
+}
+
 impl PluginNode {
     /// `None` when the target gives no access to the driver binary.
     pub fn access<'a>(ctx: &'a Ctx<'_>) -> Option<&'a PluginAccess> {
@@ -158,13 +170,36 @@ impl PluginNode {
 
     /// A claim allocated by hand to `devices` of `pool`, reserved for a pod that does not exist.
     pub async fn allocate(&self, name: &str, pool: &str, devices: &[&str]) -> Result<Claim, HarnessError> {
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &self.ns);
-        let claim = dracheck_objects::claim(&self.ns, name, "dracheck-plugin-tier", devices.len().max(1) as i64, &[]);
-        let created = claims.create(&PostParams::default(), &claim).await.doing(|| format!("creating claim {name}"))?;
-        let results: Vec<_> = devices
+        let claim = dracheck_objects::claim(&self.ns, name, PLUGIN_TIER_CLASS, devices.len().max(1) as i64, &[]);
+        let results: Vec<Allocated> = devices
             .iter()
-            .map(|d| serde_json::json!({ "request": "req", "driver": self.driver_name, "pool": pool, "device": d }))
+            .map(|d| Allocated {
+                request: dracheck_objects::claim::REQUEST,
+                driver: &self.driver_name,
+                pool,
+                device: d,
+            })
             .collect();
+        self.allocate_results(claim, &results).await
+    }
+
+    /// `claim` created and allocated by hand to `results` (which may name other drivers),
+    /// reserved for a pod that does not exist.
+    pub async fn allocate_results(
+        &self,
+        claim: ResourceClaim,
+        results: &[Allocated<'_>],
+    ) -> Result<Claim, HarnessError> {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &self.ns);
+        let created = claims.create(&PostParams::default(), &claim).await.doing(|| format!("creating claim {name}"))?;
+        let results: Vec<_> = results
+            .iter()
+            .map(
+                |r| serde_json::json!({ "request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device }),
+            )
+            .collect();
+        let name = name.as_str();
         let status = serde_json::json!({ "status": {
             "allocation": { "devices": { "results": results } },
             "reservedFor": [{ "resource": "pods", "name": format!("{name}-pod"), "uid": "0a1b2c3d-0000-4000-8000-000000000001" }],

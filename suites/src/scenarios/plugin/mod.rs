@@ -7,6 +7,7 @@ mod concurrent;
 mod foreign_node;
 pub(crate) mod harness;
 mod idempotent;
+mod other_drivers;
 mod prepare;
 mod registration;
 mod restart;
@@ -26,6 +27,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &unknown_unprepare::SCENARIO,
         &foreign_node::SCENARIO,
         &concurrent::SCENARIO,
+        &other_drivers::SCENARIO,
         &restart::SCENARIO,
         &cdi::SCENARIO,
     ]
