@@ -66,6 +66,7 @@ pub const PLUGIN_UNPREPARE_UNKNOWN_CLAIM: &str = "plugin.unprepare.unknown-claim
 pub const PLUGIN_PREPARE_REFUSES_FOREIGN_NODE: &str = "plugin.prepare.refuses-foreign-node";
 pub const PLUGIN_PREPARE_CONCURRENT: &str = "plugin.prepare.concurrent";
 pub const PLUGIN_PREPARE_OWN_RESULTS_ONLY: &str = "plugin.prepare.own-results-only";
+pub const PLUGIN_PREPARE_KEYED_BY_UID: &str = "plugin.prepare.keyed-by-uid";
 pub const PLUGIN_RESTART_KEEPS_STATE: &str = "plugin.restart.keeps-state";
 pub const PLUGIN_CDI_VALID: &str = "plugin.cdi.valid";
 pub const PLUGIN_CDI_RESOLVABLE: &str = "plugin.cdi.resolvable";

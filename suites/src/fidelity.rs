@@ -45,6 +45,7 @@ const NEEDS_PREPARE: &[&str] = &[
     PLUGIN_PREPARE_REFUSES_FOREIGN_NODE,
     PLUGIN_PREPARE_CONCURRENT,
     PLUGIN_PREPARE_OWN_RESULTS_ONLY,
+    PLUGIN_PREPARE_KEYED_BY_UID,
     PLUGIN_RESTART_KEEPS_STATE,
     PLUGIN_CDI_VALID,
     PLUGIN_CDI_RESOLVABLE,
@@ -306,6 +307,12 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "prepare-every-result",
         misbehaviour: "prepare takes every allocation result of a claim as its own, also another driver's, and fails on the device it does not have",
         breaks: &[&[PLUGIN_PREPARE_OWN_RESULTS_ONLY]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "key-by-name",
+        misbehaviour: "a prepare finds a claim in the checkpoint by its name, not its UID: of two claims of one name prepared on a node, the second gets the first's devices",
+        breaks: &[&[PLUGIN_PREPARE_KEYED_BY_UID]],
         may_break: &[],
     },
 ];

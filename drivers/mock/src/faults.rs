@@ -38,6 +38,7 @@ pub enum Fault {
     TrustPublished,
     ExpireCdiSpec(u32),
     PrepareEveryResult,
+    KeyByName,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -344,6 +345,14 @@ pub const TABLE: &[FaultSpec] = &[
         name: "prepare-every-result",
         doc: "prepare takes every allocation result of a claim as its own, also those of other drivers",
         form: Form::Bare(Fault::PrepareEveryResult),
+    },
+    // Like a driver whose state is keyed by claim name: of two claims of one name (two
+    // namespaces, or a claim made again while a force-deleted pod's is still prepared) the
+    // second gets the first's devices. Breaks `plugin.prepare.keyed-by-uid`.
+    FaultSpec {
+        name: "key-by-name",
+        doc: "a prepare finds a claim in the checkpoint by its name, not its UID, and answers with what it finds",
+        form: Form::Bare(Fault::KeyByName),
     },
 ];
 

@@ -105,8 +105,13 @@ impl Plugin {
     ) -> Result<Vec<dra_v1::Device>, String> {
         let ctx = &self.ctx;
         let faults = &ctx.faults;
+        let known = if faults.has(&Fault::KeyByName) {
+            state.checkpoint.claims.values().find(|p| p.name == claim.name)
+        } else {
+            state.checkpoint.claims.get(&claim.uid)
+        };
         if !faults.has(&Fault::NonIdempotentPrepare)
-            && let Some(prepared) = state.checkpoint.claims.get(&claim.uid)
+            && let Some(prepared) = known
         {
             // The spec may be gone (a tmpfs CDI dir after a reboot); the answer must resolve.
             if !faults.has(&Fault::CdiWithoutSpec) && !faults.has(&Fault::TrustCheckpoint) {

@@ -37,6 +37,8 @@ pub struct Ctx<'a> {
     results: Mutex<BTreeMap<String, GuaranteeResult>>,
     allocations: Mutex<Vec<AllocatedDevice>>,
     cluster_objects: Mutex<Vec<String>>,
+    /// Namespaces besides `ns` that the scenario made.
+    namespaces: Mutex<Vec<String>>,
     progress: &'a (dyn Fn(&str) + Sync),
 }
 
@@ -63,6 +65,7 @@ impl<'a> Ctx<'a> {
             results: Mutex::new(BTreeMap::new()),
             allocations: Mutex::new(Vec::new()),
             cluster_objects: Mutex::new(Vec::new()),
+            namespaces: Mutex::new(Vec::new()),
             progress,
         }
     }
@@ -184,6 +187,19 @@ impl<'a> Ctx<'a> {
 
     pub(crate) fn take_cluster_objects(&self) -> Vec<String> {
         std::mem::take(&mut *self.cluster_objects.lock().unwrap())
+    }
+
+    pub(crate) fn take_namespaces(&self) -> Vec<String> {
+        std::mem::take(&mut *self.namespaces.lock().unwrap())
+    }
+
+    /// A second namespace of the run, `<ns>-<suffix>`, deleted with the scenario's own: for
+    /// objects that must share a name with one in the scenario's namespace.
+    pub async fn other_namespace(&self, suffix: &str) -> Result<String, ScenarioError> {
+        let name = format!("{}-{suffix}", self.ns);
+        super::runner::create_namespace(self.target, &name, &self.run_id).await?;
+        self.namespaces.lock().unwrap().push(name.clone());
+        Ok(name)
     }
 
     /// Creates a namespaced object in the scenario's namespace (removed with it).

@@ -291,9 +291,11 @@ async fn run_one(
     for name in ctx.take_cluster_objects() {
         let _ = classes.delete(&name, &DeleteParams::default()).await;
     }
-    release_devices(target, &ns).await;
     let nss: Api<Namespace> = Api::all(target.client.clone());
-    let _ = nss.delete(&ns, &DeleteParams::background()).await;
+    for ns in std::iter::once(ns.clone()).chain(ctx.take_namespaces()) {
+        release_devices(target, &ns).await;
+        let _ = nss.delete(&ns, &DeleteParams::background()).await;
+    }
     (results, ctx.take_allocations())
 }
 
@@ -314,7 +316,7 @@ async fn release_devices(target: &Target, ns: &str) {
     }
 }
 
-async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(), ScenarioError> {
+pub(crate) async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(), ScenarioError> {
     let nss: Api<Namespace> = Api::all(target.client.clone());
     let mut meta = dracheck_objects::meta_for(name, None);
     mark(&mut meta, run_id);

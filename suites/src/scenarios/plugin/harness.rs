@@ -171,16 +171,13 @@ impl PluginNode {
     /// A claim allocated by hand to `devices` of `pool`, reserved for a pod that does not exist.
     pub async fn allocate(&self, name: &str, pool: &str, devices: &[&str]) -> Result<Claim, HarnessError> {
         let claim = dracheck_objects::claim(&self.ns, name, PLUGIN_TIER_CLASS, devices.len().max(1) as i64, &[]);
-        let results: Vec<Allocated> = devices
-            .iter()
-            .map(|d| Allocated {
-                request: dracheck_objects::claim::REQUEST,
-                driver: &self.driver_name,
-                pool,
-                device: d,
-            })
-            .collect();
+        let results: Vec<Allocated> = devices.iter().map(|d| self.result(pool, d)).collect();
         self.allocate_results(claim, &results).await
+    }
+
+    /// A result of this driver: `device` of `pool`, for the claim's one request.
+    pub fn result<'a>(&'a self, pool: &'a str, device: &'a str) -> Allocated<'a> {
+        Allocated { request: dracheck_objects::claim::REQUEST, driver: &self.driver_name, pool, device }
     }
 
     /// `claim` created and allocated by hand to `results` (which may name other drivers),
@@ -191,7 +188,8 @@ impl PluginNode {
         results: &[Allocated<'_>],
     ) -> Result<Claim, HarnessError> {
         let name = claim.metadata.name.clone().unwrap_or_default();
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &self.ns);
+        let ns = claim.metadata.namespace.clone().unwrap_or_else(|| self.ns.clone());
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
         let created = claims.create(&PostParams::default(), &claim).await.doing(|| format!("creating claim {name}"))?;
         let results: Vec<_> = results
             .iter()
@@ -208,7 +206,7 @@ impl PluginNode {
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .doing(|| format!("allocating claim {name}"))?;
-        Ok(Claim { namespace: self.ns.clone(), uid: created.metadata.uid.unwrap_or_default(), name: name.into() })
+        Ok(Claim { namespace: ns, uid: created.metadata.uid.unwrap_or_default(), name: name.into() })
     }
 
     /// The devices prepare returned for `claim`; the call's failure or the claim's refusal.

@@ -3,6 +3,7 @@
 //! of its own.
 
 mod cdi;
+mod claim_identity;
 mod concurrent;
 mod foreign_node;
 pub(crate) mod harness;
@@ -28,6 +29,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &foreign_node::SCENARIO,
         &concurrent::SCENARIO,
         &other_drivers::SCENARIO,
+        &claim_identity::SCENARIO,
         &restart::SCENARIO,
         &cdi::SCENARIO,
     ]

@@ -20,12 +20,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         .and_request(OTHER_REQUEST, &format!("{PLUGIN_TIER_CLASS}-other"), 1)
         .claim(&ctx.ns, "two-drivers");
     let results = [
-        Allocated {
-            request: dracheck_objects::claim::REQUEST,
-            driver: &node.driver_name,
-            pool: &node.name,
-            device: &mine,
-        },
+        node.result(&node.name, &mine),
         Allocated { request: OTHER_REQUEST, driver: OTHER_DRIVER, pool: &node.name, device: OTHER_DEVICE },
     ];
     let claim = node.allocate_results(claim, &results).await?;
