@@ -247,9 +247,12 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "never-unprepare",
         misbehaviour: "NodeUnprepareResources fails for every claim, so pod deletions block and devices stay held",
+        // The plugin-tier checks that end with an unprepare fail with it.
         breaks: &[&[
             PLUGIN_UNPREPARE_REMOVES_STATE,
             PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
+            PLUGIN_PREPARE_OWN_RESULTS_ONLY,
+            PLUGIN_PREPARE_KEYED_BY_UID,
             PLUGIN_RESTART_KEEPS_STATE,
             CAPACITY_RECOVERED,
             LIFECYCLE_UNPREPARED,

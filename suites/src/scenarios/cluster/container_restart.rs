@@ -26,9 +26,10 @@ pub static SCENARIO: Scenario = Scenario {
 /// (its CrashLoopBackOff delays begin with the second restart). Long enough that a spec the
 /// driver dropped soon after the prepare (the mock's `expire-cdi-spec=10`) is gone by then.
 const RUNS_FOR: Duration = Duration::from_secs(12);
-/// From the pod's creation to its first restart: scheduling, prepare, the first run, the
-/// back-off and the second creation.
-const RESTARTED: Duration = Duration::from_secs(90);
+/// From the pod's creation to its first start, as the other scenarios wait.
+const RUNNING: Duration = Duration::from_secs(60);
+/// From the first start to the restart: the run and the second creation.
+const RESTARTED: Duration = Duration::from_secs(RUNS_FOR.as_secs() + 45);
 const GONE: Duration = Duration::from_secs(60);
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
@@ -48,6 +49,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let (claim, _) = allocated(ctx, &name, Duration::from_secs(30)).await?;
     let (uid, devices) = (claim.metadata.uid.clone().unwrap_or_default(), device_names(&claim));
 
+    // A workload that never starts is the other scenarios' finding; it fails here early.
+    ctx.wait_phase("restarting", "Running", RUNNING).await?;
     ctx.phase("waiting for the container's restart");
     let took = match ctx.wait_pod("restarting", conditions::containers_restarted(), RESTARTED).await {
         Ok((_, took)) => took,
@@ -55,7 +58,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
             ctx.fail(
                 id,
                 format!(
-                    "{}s after the pod was created its container, which exits after {}s, had not been started again: {}{}. \
+                    "{}s after the pod ran its container, which exits after {}s, had not been started again: {}{}. \
                      A restarted container is a new one whose CDI devices the runtime resolves again, from the specs the \
                      driver wrote when it prepared the claim",
                     RESTARTED.as_secs(),
@@ -109,7 +112,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     ctx.pass(
         id,
         format!(
-            "the container exited after {}s and was started again {} after the pod's creation; the pod kept its generated \
+            "the container exited after {}s and was started again {} after the pod ran; the pod kept its generated \
              claim {name} (UID {uid}) with {devices:?}, and {seen}",
             RUNS_FOR.as_secs(),
             secs(took)

@@ -47,7 +47,11 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
             }
         }
     }
-    let theirs = node.claim_cdi_ids(&answers[1]);
+    // The second's CDI devices as they stand before the first is unprepared: whether they
+    // resolve at all is `plugin.cdi.resolvable`'s to judge.
+    let before = node.cdi_devices()?;
+    let theirs: Vec<String> =
+        node.claim_cdi_ids(&answers[1]).into_iter().filter(|id| before.contains_key(id)).collect();
     if let Err(e) = node.unprepared(&one).await {
         ctx.fail(ID, format!("of {what}, unprepare of the first failed: {e}"), node.evidence());
         return Ok(());
