@@ -73,7 +73,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     };
     let now = ctx.get_claim(&name).await;
     let kept = now.as_ref().is_some_and(|c| c.metadata.uid.as_deref() == Some(&uid) && device_names(c) == devices);
-    let still_named = claim_of(ctx, "restarting").await.as_deref() == Some(name.as_str());
+    let named = claim_of(ctx, "restarting").await;
+    let still_named = named.as_deref() == Some(name.as_str());
     if !kept || !still_named {
         let what = match &now {
             None => "was deleted".to_string(),
@@ -85,8 +86,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
             id,
             format!(
                 "after the container's restart the pod's generated claim {name} (UID {uid}, devices {devices:?}) {what}; \
-                 the pod names {:?}: a restarting pod keeps its claim",
-                claim_of(ctx, "restarting").await
+                 the pod names {named:?}: a restarting pod keeps its claim"
             ),
             ctx.evidence("restarting").await,
         );

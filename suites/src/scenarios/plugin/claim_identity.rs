@@ -4,7 +4,7 @@
 //! as it was. The kubelet's DRA API names claims by UID for this reason; a driver that keys
 //! its state or its CDI spec files by name hands one claim the other's devices.
 
-use super::harness::{Claim, PluginNode};
+use super::harness::PluginNode;
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_PREPARE_KEYED_BY_UID as ID;
 
@@ -66,16 +66,12 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         );
         return Ok(());
     }
-    unprepare_quietly(node, &two).await;
+    // The second claim goes with the node; its unprepare is `plugin.unprepare.removes-state`'s
+    // to judge.
+    let _ = node.unprepared(&two).await;
     ctx.pass(
         ID,
         format!("{what} were prepared side by side, each with its own device, and unprepare of one left the other's CDI devices"),
     );
     Ok(())
-}
-
-/// The second claim goes with the node; its unprepare is `plugin.unprepare.removes-state`'s
-/// to judge.
-async fn unprepare_quietly(node: &PluginNode, claim: &Claim) {
-    let _ = node.unprepared(claim).await;
 }
