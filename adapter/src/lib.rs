@@ -85,6 +85,23 @@ pub struct Workload {
     /// How its output reads; `None` where the driver's container edits are unknown.
     pub seen: Option<SeenDevices>,
     pub key: DeviceKey,
+    /// How the driver's opaque configuration shows in a container; `None` where the suite
+    /// does not know, and the `config` family is skipped.
+    pub config: Option<ConfigProbe>,
+}
+
+/// Settings by name, as a configuration gives them or a container shows them.
+pub type Settings = std::collections::BTreeMap<String, String>;
+
+/// How a driver's opaque configuration (`opaque.parameters`) reaches a container, as far as a
+/// workload can show it: the parameters that set a few named values, and how the workload's
+/// log reads back the values each of its devices was prepared with.
+#[derive(Clone, Copy)]
+pub struct ConfigProbe {
+    /// The driver's `opaque.parameters` that set each of `settings`.
+    pub parameters: fn(&Settings) -> serde_json::Value,
+    /// Per device (named as [`Workload::key`] names it), the settings the container shows.
+    pub seen: fn(log: &str) -> std::collections::BTreeMap<String, Settings>,
 }
 
 /// The image of workloads on the local cluster, where it only labels the container.
@@ -93,7 +110,7 @@ pub const HOST_IMAGE: &str = "dracheck.io/workload:host";
 impl Workload {
     /// A workload that shows its environment, where CDI env edits name the devices.
     pub fn env(seen: Option<SeenDevices>) -> Workload {
-        Workload { image: HOST_IMAGE.into(), show: "env | sort".into(), seen, key: DeviceKey::Name }
+        Workload { image: HOST_IMAGE.into(), show: "env | sort".into(), seen, key: DeviceKey::Name, config: None }
     }
 
     /// The command of a workload that shows what it sees and stays up.

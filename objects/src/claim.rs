@@ -5,9 +5,11 @@
 //! bare spec.
 
 use k8s_openapi::api::resource::v1::{
-    CELDeviceSelector, DeviceClaim, DeviceRequest, DeviceSelector, DeviceSubRequest, ExactDeviceRequest, ResourceClaim,
-    ResourceClaimSpec, ResourceClaimTemplate, ResourceClaimTemplateSpec,
+    CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceRequest, DeviceSelector, DeviceSubRequest,
+    ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
+    ResourceClaimTemplateSpec,
 };
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 
 /// The request name of a claim built from a class and a count.
 pub const REQUEST: &str = "req";
@@ -79,6 +81,49 @@ impl ClaimBuilder {
         self
     }
 
+    /// Every request names the DeviceClass `class` (each of its alternatives).
+    pub fn class_everywhere(mut self, class: &str) -> ClaimBuilder {
+        for request in self.spec.devices.iter_mut().flat_map(|d| d.requests.iter_mut().flatten()) {
+            each_exact(request, &|e: &mut Exact<'_>| *e.device_class_name = class.into());
+        }
+        self
+    }
+
+    /// The first request, as one request of one device for each of `names` (same class and
+    /// selectors; each alternative of a `firstAvailable` request), and nothing else: the
+    /// other requests, constraints and configs are dropped.
+    pub fn first_per_name(self, names: &[&str]) -> ClaimBuilder {
+        let Some(first) = self.spec.devices.and_then(|d| d.requests).and_then(|r| r.into_iter().next()) else {
+            return ClaimBuilder::default();
+        };
+        let requests = names
+            .iter()
+            .map(|name| {
+                let mut r = DeviceRequest { name: (*name).into(), ..first.clone() };
+                each_exact(&mut r, &|e: &mut Exact<'_>| {
+                    *e.allocation_mode = Some("ExactCount".into());
+                    *e.count = Some(1);
+                });
+                r
+            })
+            .collect();
+        ClaimBuilder {
+            spec: ResourceClaimSpec {
+                devices: Some(DeviceClaim { requests: Some(requests), ..DeviceClaim::default() }),
+            },
+        }
+    }
+
+    /// One more opaque configuration of `driver` for `requests` (all of the claim's when
+    /// empty), after those the claim has.
+    pub fn config(mut self, requests: &[&str], driver: &str, parameters: serde_json::Value) -> ClaimBuilder {
+        self.spec.devices.get_or_insert_default().config.get_or_insert_default().push(DeviceClaimConfiguration {
+            requests: (!requests.is_empty()).then(|| requests.iter().map(|r| r.to_string()).collect()),
+            opaque: Some(OpaqueDeviceConfiguration { driver: driver.into(), parameters: RawExtension(parameters) }),
+        });
+        self
+    }
+
     /// The spec as the API takes it.
     pub fn spec(&self) -> ResourceClaimSpec {
         self.spec.clone()
@@ -99,22 +144,25 @@ impl ClaimBuilder {
 
     /// Applies `f` to the exact request of the first request, or to each of its alternatives.
     fn each_of_first(&mut self, f: impl Fn(&mut Exact<'_>)) {
-        let Some(first) = self.spec.devices.as_mut().and_then(|d| d.requests.as_mut()).and_then(|r| r.first_mut())
-        else {
-            return;
-        };
-        if let Some(e) = first.exactly.as_mut() {
-            f(&mut Exact {
-                device_class_name: &mut e.device_class_name,
-                allocation_mode: &mut e.allocation_mode,
-                count: &mut e.count,
-                selectors: &mut e.selectors,
-            });
+        if let Some(first) = self.spec.devices.as_mut().and_then(|d| d.requests.as_mut()).and_then(|r| r.first_mut()) {
+            each_exact(first, &f);
         }
-        for sub in first.first_available.iter_mut().flatten() {
-            let DeviceSubRequest { device_class_name, allocation_mode, count, selectors, .. } = sub;
-            f(&mut Exact { device_class_name, allocation_mode, count, selectors });
-        }
+    }
+}
+
+/// Applies `f` to the exact request of `request`, or to each of its alternatives.
+fn each_exact(request: &mut DeviceRequest, f: &dyn Fn(&mut Exact<'_>)) {
+    if let Some(e) = request.exactly.as_mut() {
+        f(&mut Exact {
+            device_class_name: &mut e.device_class_name,
+            allocation_mode: &mut e.allocation_mode,
+            count: &mut e.count,
+            selectors: &mut e.selectors,
+        });
+    }
+    for sub in request.first_available.iter_mut().flatten() {
+        let DeviceSubRequest { device_class_name, allocation_mode, count, selectors, .. } = sub;
+        f(&mut Exact { device_class_name, allocation_mode, count, selectors });
     }
 }
 
@@ -155,6 +203,28 @@ mod tests {
         assert_eq!((e.device_class_name.as_str(), e.count), ("c", Some(5)));
         assert_eq!(e.selectors.as_ref().unwrap()[0].cel.as_ref().unwrap().expression, "device.driver == \"x\"");
         assert_eq!(requests[1], second, "the second request is as it was");
+    }
+
+    #[test]
+    fn the_first_request_splits_into_one_device_per_name_with_configs_per_request() {
+        let profile = ClaimBuilder::exact("a", 2).selector("device.driver == \"x\"").and_request("other", "b", 1);
+        let spec = profile
+            .first_per_name(&["one", "two"])
+            .class_everywhere("c")
+            .config(&["one"], "x", serde_json::json!({"k": "v"}))
+            .spec()
+            .devices
+            .unwrap();
+        let requests = spec.requests.unwrap();
+        assert_eq!(requests.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["one", "two"]);
+        for r in &requests {
+            let e = r.exactly.as_ref().unwrap();
+            assert_eq!((e.device_class_name.as_str(), e.count), ("c", Some(1)));
+            assert_eq!(e.selectors.as_ref().unwrap().len(), 1, "the selectors are kept");
+        }
+        let config = spec.config.unwrap();
+        assert_eq!(config[0].requests.as_deref(), Some(&["one".to_string()][..]));
+        assert_eq!(config[0].opaque.as_ref().unwrap().parameters.0["k"], "v");
     }
 
     #[test]

@@ -63,6 +63,25 @@ impl PodBuilder {
         })
     }
 
+    /// One more container, `name`, like the first (image, restart) but running `script` and
+    /// using only `request` of the pod's claim `claim` (`None`: all of it), as
+    /// `resources.claims[].request` maps requests to containers. Add it after the claims:
+    /// [`PodBuilder::claim`] gives every container there already the whole claim.
+    pub fn container(mut self, name: &str, script: &str, claim: &str, request: Option<&str>) -> Self {
+        let first = self.spec().containers[0].clone();
+        self.spec().containers.push(Container {
+            name: name.into(),
+            image: first.image,
+            command: Some(vec!["sh".into(), "-c".into(), script.into()]),
+            resources: Some(ResourceRequirements {
+                claims: Some(vec![ContainerClaim { name: claim.into(), request: request.map(Into::into) }]),
+                ..ResourceRequirements::default()
+            }),
+            ..Container::default()
+        });
+        self
+    }
+
     /// Pins the pod to `node` (by its hostname label), as scenarios that share a cluster do
     /// to keep off each other's devices.
     pub fn on_node(mut self, node: &str) -> Self {

@@ -29,6 +29,10 @@ pub const RETENTION_STANDALONE_CLAIM_DEALLOCATED: &str = "retention.standalone-c
 pub const LIFECYCLE_UNPREPARED: &str = "lifecycle.unprepared";
 pub const LIFECYCLE_CONTAINER_RESTART: &str = "lifecycle.container-restart";
 
+// config
+pub const CONFIG_CLASS_AND_CLAIM: &str = "config.class-and-claim";
+pub const CONFIG_PER_REQUEST: &str = "config.per-request";
+
 // driverRestart
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";

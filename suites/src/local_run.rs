@@ -219,9 +219,12 @@ fn unreachable(what: String) -> NotUp {
 
 /// How long a started driver has to publish its slices on every node.
 const SLICE_WAIT: Duration = Duration::from_secs(60);
+/// How long, once every node's slices are there, the run waits for every kubelet to have
+/// registered the driver before it starts anyway.
+const REGISTRATION_GRACE: Duration = Duration::from_secs(10);
 
 /// The local cluster with `nodes` emulated nodes, the driver on each and its DeviceClasses,
-/// ready once every node's slices are published.
+/// ready once every node's slices are published and its kubelet registered the driver.
 async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) -> Result<LocalCluster, NotUp> {
     let spec = adapter.spec.as_ref().ok_or_else(|| NotUp {
         failure: Failure::BadInput,
@@ -239,6 +242,7 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
     cluster.start_driver(spec)?;
     let slices: Api<ResourceSlice> = Api::all(cluster.client());
     let deadline = Instant::now() + SLICE_WAIT;
+    let mut published_at: Option<Instant> = None;
     loop {
         let lp = ListParams::default().fields(&format!("spec.driver={}", spec.name));
         let published: Vec<String> = slices
@@ -253,7 +257,17 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
             .filter(|n| !published.iter().any(|p| p == n))
             .collect();
         if missing.is_empty() {
-            return Ok(cluster);
+            // Slices say nothing of the kubelet: a driver publishes them through the API
+            // whether or not its registration went through, and a scenario that starts before
+            // it did gets `driver … is not registered` from the kubelet. A driver that never
+            // registers is for the plugin tier to fail, not a cluster that is not up.
+            let published_at = *published_at.get_or_insert_with(Instant::now);
+            let registered = cluster.nodes().iter().all(|n| n.registered_drivers().contains(&spec.name));
+            if registered || published_at.elapsed() > REGISTRATION_GRACE {
+                return Ok(cluster);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
         }
         let names: Vec<String> = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
         let exited = names.iter().find_map(|n| {

@@ -1,11 +1,12 @@
 //! The mock as the suite runs it: how it starts on a node, its inventory as the oracle, and
 //! its CDI environment (`DRACHECK_MOCK_DEVICE_<n>=<device>`) as what a workload sees.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dracheck_adapter::spec::DriverSpec;
-use dracheck_adapter::{Adapter, AdapterError, OracleError, Workload};
+use dracheck_adapter::{Adapter, AdapterError, ConfigProbe, OracleError, Settings, Workload};
 
 use crate::cli::DEFAULT_DRIVER as DRIVER;
 
@@ -20,7 +21,7 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
     let version = dracheck_adapter::stated_version(program, &fault_args(faults))?;
     Ok(Adapter {
         oracle: Some(oracle),
-        workload: Workload::env(Some(seen_devices)),
+        workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         ..Adapter::runnable("mock", spec(program, inventory, faults), version)
     })
 }
@@ -45,6 +46,27 @@ pub fn seen_devices(log: &str) -> Vec<String> {
         .filter(|l| l.starts_with("DRACHECK_MOCK_DEVICE_"))
         .filter_map(|l| l.split_once('=').map(|(_, v)| v.trim().to_string()))
         .collect()
+}
+
+/// The mock's opaque configuration (see `config`): the settings themselves are its parameters,
+/// and the container shows each device's as `DRACHECK_MOCK_CONFIG_<n>_<name>=<value>`.
+pub const CONFIG: ConfigProbe = ConfigProbe { parameters: |settings| serde_json::json!(settings), seen: seen_config };
+
+/// Per device the mock's CDI edits name (`DRACHECK_MOCK_DEVICE_<n>`), the settings of its
+/// configuration (`DRACHECK_MOCK_CONFIG_<n>_<name>`).
+pub fn seen_config(log: &str) -> BTreeMap<String, Settings> {
+    let vars: Vec<(&str, &str)> = log.lines().filter_map(|l| l.split_once('=')).collect();
+    let mut out: BTreeMap<String, Settings> = BTreeMap::new();
+    for (var, device) in &vars {
+        let Some(index) = var.strip_prefix("DRACHECK_MOCK_DEVICE_") else { continue };
+        let prefix = format!("DRACHECK_MOCK_CONFIG_{index}_");
+        let settings = vars
+            .iter()
+            .filter_map(|(v, value)| v.strip_prefix(&prefix).map(|name| (name.to_string(), value.trim().to_string())))
+            .collect();
+        out.insert(device.trim().to_string(), settings);
+    }
+    out
 }
 
 /// How the mock with `inventory` and the given `--fault` switches starts on a node.
@@ -83,6 +105,16 @@ mod tests {
     fn a_workload_sees_the_devices_its_env_names() {
         let log = "HOME=/\nDRACHECK_MOCK_DEVICE_0=gpu-1\nDRACHECK_MOCK_DEVICE_1= gpu-3\nPATH=/bin\n";
         assert_eq!(seen_devices(log), ["gpu-1", "gpu-3"]);
+    }
+
+    #[test]
+    fn a_workload_shows_each_devices_configuration() {
+        let log = "DRACHECK_MOCK_CONFIG_1_mode=user\nDRACHECK_MOCK_DEVICE_0=gpu-0\nDRACHECK_MOCK_DEVICE_1=gpu-1\n\
+                   DRACHECK_MOCK_CONFIG_1_level=3\nPATH=/bin\n";
+        let seen = seen_config(log);
+        assert_eq!(seen["gpu-0"], Settings::new());
+        assert_eq!(seen["gpu-1"], [("level".to_string(), "3".to_string()), ("mode".into(), "user".into())].into());
+        assert_eq!(seen_devices(log), ["gpu-0", "gpu-1"], "configuration lines are no devices");
     }
 
     #[test]

@@ -28,11 +28,20 @@ pub fn device_env(index: usize, device: &str) -> String {
     format!("DRACHECK_MOCK_DEVICE_{index}={device}")
 }
 
+/// Environment variable of a setting of a device's opaque configuration (see `config`).
+pub fn config_env(index: usize, name: &str, value: &str) -> String {
+    format!("DRACHECK_MOCK_CONFIG_{index}_{name}={value}")
+}
+
 pub fn spec(claim: &PreparedClaim) -> serde_json::Value {
     let devices: Vec<_> = claim
         .devices
         .iter()
-        .map(|d| json!({ "name": d.cdi_name, "containerEdits": { "env": [device_env(d.env_index, &d.device)] } }))
+        .map(|d| {
+            let settings = d.config.iter().map(|(name, value)| config_env(d.env_index, name, value));
+            let env: Vec<String> = std::iter::once(device_env(d.env_index, &d.device)).chain(settings).collect();
+            json!({ "name": d.cdi_name, "containerEdits": { "env": env } })
+        })
         .collect();
     let names: Vec<&str> = claim.devices.iter().map(|d| d.device.as_str()).collect();
     json!({

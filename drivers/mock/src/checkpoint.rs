@@ -39,6 +39,9 @@ pub struct PreparedDevice {
     /// The device's name in the claim's CDI spec.
     pub cdi_name: String,
     pub env_index: usize,
+    /// The settings of the opaque configs that apply to it (`config`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub config: crate::config::Settings,
 }
 
 impl PreparedClaim {
@@ -119,6 +122,7 @@ mod tests {
                     device: "gpu-0".into(),
                     cdi_name: "u1-gpu-0".into(),
                     env_index: 0,
+                    config: [("mode".to_string(), "watch".to_string())].into(),
                 }],
             },
         );

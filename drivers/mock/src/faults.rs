@@ -39,6 +39,9 @@ pub enum Fault {
     ExpireCdiSpec(u32),
     PrepareEveryResult,
     KeyByName,
+    IgnoreConfig,
+    ConfigToEveryRequest,
+    ClassConfigWins,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -353,6 +356,27 @@ pub const TABLE: &[FaultSpec] = &[
         name: "key-by-name",
         doc: "a prepare finds a claim in the checkpoint by its name, not its UID, and answers with what it finds",
         form: Form::Bare(Fault::KeyByName),
+    },
+    // Like a driver that prepares every device the same way. Breaks `config.class-and-claim`
+    // and `config.per-request`.
+    FaultSpec {
+        name: "ignore-config",
+        doc: "prepare applies no opaque configuration, neither the class's nor the claim's",
+        form: Form::Bare(Fault::IgnoreConfig),
+    },
+    // Like a driver that never reads a config's `requests`: with a config per request, every
+    // container gets every request's settings. Breaks `config.per-request`.
+    FaultSpec {
+        name: "config-to-every-request",
+        doc: "every opaque configuration of a claim is applied to every device, whichever requests it names",
+        form: Form::Bare(Fault::ConfigToEveryRequest),
+    },
+    // Like a driver that applies the configs in the wrong order. Breaks
+    // `config.class-and-claim`.
+    FaultSpec {
+        name: "class-config-wins",
+        doc: "where the class's and the claim's configuration set the same value, the class's is applied",
+        form: Form::Bare(Fault::ClassConfigWins),
     },
 ];
 

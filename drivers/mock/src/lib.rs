@@ -8,6 +8,7 @@ pub mod adapter;
 pub mod cdi;
 pub mod checkpoint;
 pub mod cli;
+pub mod config;
 pub mod error;
 pub mod faults;
 mod fsutil;

@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status};
 use crate::checkpoint::{Checkpoint, CheckpointFile, PreparedClaim, PreparedDevice};
 use crate::faults::{Fault, Faults};
 use crate::inventory::DeviceSpec;
-use crate::{cdi, log};
+use crate::{cdi, config, log};
 
 /// Everything prepare and unprepare need besides their mutable state.
 pub struct Context {
@@ -132,13 +132,19 @@ impl Plugin {
                 claim.uid
             ));
         }
-        let results = object
+        let allocated = object
             .status
             .and_then(|s| s.allocation)
             .ok_or_else(|| format!("{who} is not allocated"))?
             .devices
-            .and_then(|d| d.results)
             .unwrap_or_default();
+        let results = allocated.results.unwrap_or_default();
+        let configs = allocated.config.unwrap_or_default();
+        let applying = config::Applying {
+            ignore: faults.has(&Fault::IgnoreConfig),
+            to_every_request: faults.has(&Fault::ConfigToEveryRequest),
+            class_last: faults.has(&Fault::ClassConfigWins),
+        };
         let every = faults.has(&Fault::PrepareEveryResult);
         let ours: Vec<_> = results.into_iter().filter(|r| every || r.driver == ctx.driver).collect();
         if ours.is_empty() {
@@ -167,7 +173,10 @@ impl Plugin {
             } else {
                 format!("{}-{}", claim.uid, result.device)
             };
+            let settings = config::settings_for(&configs, &ctx.driver, &result.request, applying)
+                .map_err(|e| format!("{who}, device {}: {e}", result.device))?;
             devices.push(PreparedDevice {
+                config: settings,
                 request_names: vec![result.request],
                 pool: result.pool,
                 device: result.device,

@@ -44,6 +44,9 @@ pub fn adapter(opts: Options) -> Adapter {
             show: format!("{} -L", opts.smi),
             seen: Some(crate::smi::uuids),
             key: DeviceKey::Attribute("uuid"),
+            // The NVIDIA driver's configs (sharing, MPS) show in no command a workload can run
+            // portably; the `config` family is skipped for it.
+            config: None,
         },
         device_classes: crate::device_classes(),
         host_inventory: Some(Arc::new(move |published| host.check(published))),

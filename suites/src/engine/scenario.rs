@@ -20,7 +20,8 @@ pub enum Tier {
 pub enum Role {
     /// Allocation, impossible claims, isolation, limits, retention.
     General,
-    /// Uses every device of its node.
+    /// Uses every device of its node; then what needs several devices of one node at once
+    /// (configuration per request).
     Exhaustion,
     /// Restarts the driver and the kubelet of its node.
     Restarts,

@@ -106,6 +106,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["lifecycle", "container-restart"],
     },
     Family {
+        key: "config",
+        parameters: &[],
+        ids: &[CONFIG_CLASS_AND_CLAIM, CONFIG_PER_REQUEST],
+        publishes: Publishes::All(|g| g.config.is_some()),
+        scenarios: &["config"],
+    },
+    Family {
         key: "driverRestart",
         parameters: &["maxDowntimeSeconds"],
         ids: &[

@@ -24,8 +24,9 @@ pub use error::ProfileError;
 pub use file::{load, parse};
 pub use lookup::{load_for, profiles_dir, resolve, shipped};
 pub use model::{
-    Allocation, CapacityRecovery, ClassSource, DriverOutage, DriverRestart, Guarantees, Impossible, ImpossibleVariant,
-    Isolation, IsolationMode, Limits, Metadata, NodeReboot, NodeRemoval, NodeRestart, Profile, Retention, Versions,
+    Allocation, CapacityRecovery, ClassSource, Config, DriverOutage, DriverRestart, Guarantees, Impossible,
+    ImpossibleVariant, Isolation, IsolationMode, Limits, Metadata, NodeReboot, NodeRemoval, NodeRestart, Profile,
+    Retention, Versions,
 };
 pub use version::{Version, VersionError, VersionReq};
 

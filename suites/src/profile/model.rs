@@ -56,6 +56,7 @@ pub struct Guarantees {
     pub limits: Option<Limits>,
     pub capacity_recovery: Option<CapacityRecovery>,
     pub retention: Option<Retention>,
+    pub config: Option<Config>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
     pub node_restart: Option<NodeRestart>,
@@ -159,6 +160,13 @@ impl CapacityRecovery {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Retention {}
+
+/// The driver's opaque configuration reaches the containers it is meant for: the class's and
+/// the claim's (the claim's value where both set one), and per request only to the containers
+/// that use that request.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {}
 
 /// The driver is down for at most `max_downtime_seconds` (shorter than the kubelet's 30 s
 /// slice wipe delay): running workloads keep their devices, new claims work afterwards, and

@@ -177,6 +177,8 @@ struct GuaranteesFile {
     #[serde(default)]
     retention: Option<Retention>,
     #[serde(default)]
+    config: Option<Config>,
+    #[serde(default)]
     driver_restart: Option<DriverRestart>,
     #[serde(default)]
     driver_outage: Option<DriverOutage>,

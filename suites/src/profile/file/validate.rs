@@ -225,6 +225,7 @@ impl Validator<'_> {
             limits,
             capacity_recovery: g.capacity_recovery,
             retention: g.retention,
+            config: g.config,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,
             node_restart: g.node_restart,

@@ -2,6 +2,7 @@
 
 mod common;
 mod compatible;
+mod config;
 mod container_restart;
 mod driver_outage;
 mod driver_restart;
@@ -27,6 +28,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &limits::SCENARIO,
         &lifecycle::SCENARIO,
         &exhaustion::SCENARIO,
+        &config::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,
         &node_restart::SCENARIO,
