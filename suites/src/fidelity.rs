@@ -70,6 +70,8 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     RETENTION_STANDALONE_CLAIM_DEALLOCATED,
     LIFECYCLE_UNPREPARED,
     LIFECYCLE_CONTAINER_RESTART,
+    CONFIG_CLASS_AND_CLAIM,
+    CONFIG_PER_REQUEST,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
@@ -174,6 +176,8 @@ pub const FAULTS: &[FaultCase] = &[
             ISOLATION_EXCLUSIVE,
             LIMITS_MAX_DEVICES_PER_CLAIM,
             LIFECYCLE_CONTAINER_RESTART,
+            CONFIG_CLASS_AND_CLAIM,
+            CONFIG_PER_REQUEST,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[],
@@ -181,10 +185,14 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "prepare-first-device-only",
         misbehaviour: "the CDI spec of a claim sets up only its first allocated device, for each of its devices",
+        // The per-request claim has a device per request, and the training profile's claim
+        // two: their containers see one device twice.
         breaks: &[&[
             WORKLOAD_SEES_DEVICES,
             LIMITS_MAX_DEVICES_PER_CLAIM,
             LIFECYCLE_CONTAINER_RESTART,
+            CONFIG_CLASS_AND_CLAIM,
+            CONFIG_PER_REQUEST,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[],
@@ -316,6 +324,24 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "key-by-name",
         misbehaviour: "a prepare finds a claim in the checkpoint by its name, not its UID: of two claims of one name prepared on a node, the second gets the first's devices",
         breaks: &[&[PLUGIN_PREPARE_KEYED_BY_UID]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "ignore-config",
+        misbehaviour: "prepare applies no opaque configuration: every device is set up the same way, whatever the class and the claim ask",
+        breaks: &[&[CONFIG_CLASS_AND_CLAIM, CONFIG_PER_REQUEST]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "config-to-every-request",
+        misbehaviour: "every opaque configuration of a claim is applied to every device, whichever requests it names: a container gets another request's settings",
+        breaks: &[&[CONFIG_PER_REQUEST]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "class-config-wins",
+        misbehaviour: "where the class's and the claim's configuration set the same value, the class's is applied",
+        breaks: &[&[CONFIG_CLASS_AND_CLAIM]],
         may_break: &[],
     },
 ];

@@ -51,6 +51,8 @@ fn standard_inference_publishes_every_family_but_the_outages() {
             ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
             ids::LIFECYCLE_UNPREPARED,
             ids::LIFECYCLE_CONTAINER_RESTART,
+            ids::CONFIG_CLASS_AND_CLAIM,
+            ids::CONFIG_PER_REQUEST,
             ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
             ids::DRIVER_RESTART_SLICES_KEPT,
@@ -125,6 +127,8 @@ fn training_intensive_asks_for_two_matching_a100s() {
             ids::RETENTION_STANDALONE_CLAIM_DEALLOCATED,
             ids::LIFECYCLE_UNPREPARED,
             ids::LIFECYCLE_CONTAINER_RESTART,
+            ids::CONFIG_CLASS_AND_CLAIM,
+            ids::CONFIG_PER_REQUEST,
             ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
             ids::DRIVER_RESTART_SLICES_KEPT,
@@ -156,7 +160,7 @@ fn the_claim_spec_serializes_to_the_shape_the_apiserver_expects() {
     let dir = tempfile::tempdir().unwrap();
     let text = BASE
         .replace("      selectors: [\"true\"]\n", "      selectors: [\"true\"]\n      capacity: {memory: 20Gi}\n")
-        .replace("guarantees:\n", "  config: {sharing: {strategy: TimeSlicing}}\nguarantees:\n");
+        .replace("guarantees:\n", "  config: {mode: inference}\nguarantees:\n");
     let p = profile::load(&write(dir.path(), "shape.yaml", &text)).unwrap_or_else(|e| panic!("{e}"));
     let json = serde_json::to_value(p.claim_spec()).unwrap();
     let expected = serde_json::json!({
@@ -172,7 +176,7 @@ fn the_claim_spec_serializes_to_the_shape_the_apiserver_expects() {
                 },
             }],
             "constraints": [{"requests": ["gpu"], "matchAttribute": "gpu.mock.dracheck.io/model"}],
-            "config": [{"opaque": {"driver": MOCK, "parameters": {"sharing": {"strategy": "TimeSlicing"}}}}],
+            "config": [{"opaque": {"driver": MOCK, "parameters": {"mode": "inference"}}}],
         }
     });
     assert_eq!(json, expected, "{json:#}");
