@@ -90,19 +90,20 @@ pub struct Workload {
     pub config: Option<ConfigProbe>,
 }
 
-/// Settings by name, as a configuration gives them or a container shows them.
-pub type Settings = std::collections::BTreeMap<String, String>;
-
 /// How a driver's opaque configuration (`opaque.parameters`) reaches a container, as far as a
-/// workload can show it: the parameters that set a few named values, and how the workload's
-/// log reads back the values each of its devices was prepared with.
+/// workload can show it: [`CONFIG_VARIANTS`] configurations of the driver that a workload can
+/// tell apart, and which of them each of its devices was prepared with.
 #[derive(Clone, Copy)]
 pub struct ConfigProbe {
-    /// The driver's `opaque.parameters` that set each of `settings`.
-    pub parameters: fn(&Settings) -> serde_json::Value,
-    /// Per device (named as [`Workload::key`] names it), the settings the container shows.
-    pub seen: fn(log: &str) -> std::collections::BTreeMap<String, Settings>,
+    /// The driver's `opaque.parameters` of configuration `i` (below [`CONFIG_VARIANTS`]).
+    pub parameters: fn(i: usize) -> serde_json::Value,
+    /// Per device the container has (named as [`Workload::key`] names it), which of the
+    /// configurations it shows; `None`: none of them (the driver's default).
+    pub seen: fn(log: &str) -> std::collections::BTreeMap<String, Option<usize>>,
 }
+
+/// How many configurations a [`ConfigProbe`] tells apart: one for a class, one for a claim.
+pub const CONFIG_VARIANTS: usize = 2;
 
 /// The image of workloads on the local cluster, where it only labels the container.
 pub const HOST_IMAGE: &str = "dracheck.io/workload:host";

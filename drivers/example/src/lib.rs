@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dracheck_adapter::spec::{DriverSpec, HELPER_FLAGS};
-use dracheck_adapter::{Adapter, Workload};
+use dracheck_adapter::{Adapter, ConfigProbe, Workload};
 use dracheck_gobuild::{self as gobuild, GoBinary, GoBuildError, GoRecipe, Progress};
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceClass};
 
@@ -88,7 +88,7 @@ pub fn adapter(program: &Path, devices: u32) -> Adapter {
     Adapter {
         oracle: Some(Arc::new(move |_node: &str| Ok(published_devices(devices)))),
         canonical,
-        workload: Workload::env(Some(seen_devices)),
+        workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         device_classes: vec![device_class()],
         ..Adapter::runnable("example", spec(program, devices), RELEASE.trim_start_matches('v').into())
     }
@@ -164,6 +164,37 @@ pub fn seen_devices(log: &str) -> Vec<String> {
         .collect()
 }
 
+/// The time-slice intervals of the suite's configurations: a `GpuConfig` whose sharing is
+/// time slicing with one of these, which the driver's CDI edits show as
+/// `GPU_DEVICE_<n>_TIMESLICE_INTERVAL`. `Default`, what a device without config gets, is none
+/// of them.
+const INTERVALS: [&str; dracheck_adapter::CONFIG_VARIANTS] = ["Short", "Long"];
+
+/// The driver's opaque configuration, `gpu.resource.example.com/v1alpha1` `GpuConfig`.
+pub const CONFIG: ConfigProbe = ConfigProbe {
+    parameters: |i| {
+        serde_json::json!({
+            "apiVersion": "gpu.resource.example.com/v1alpha1",
+            "kind": "GpuConfig",
+            "sharing": { "strategy": "TimeSlicing", "timeSlicingConfig": { "interval": INTERVALS[i] } },
+        })
+    },
+    seen: seen_config,
+};
+
+/// Per device of a workload's `env` output, which of [`INTERVALS`] its time slicing has.
+pub fn seen_config(log: &str) -> std::collections::BTreeMap<String, Option<usize>> {
+    let vars: Vec<(&str, &str)> = log.lines().filter_map(|l| l.trim().split_once('=')).collect();
+    vars.iter()
+        .filter(|(k, v)| k.starts_with("GPU_DEVICE_") && v.starts_with("gpu-"))
+        .map(|(k, device)| {
+            let setting = format!("{k}_TIMESLICE_INTERVAL");
+            let interval = vars.iter().find(|(v, _)| *v == setting).map(|(_, value)| *value);
+            (device.to_string(), interval.and_then(|i| INTERVALS.iter().position(|known| *known == i)))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +217,15 @@ mod tests {
         let log = "DRA_ADMIN_ACCESS=false\nGPU_DEVICE_1=gpu-1\nGPU_DEVICE_GPU_1_RESOURCE_CLAIM=9c1f\n\
                    GPU_DEVICE_3=gpu-3\nGPU_DEVICE_3_SHARING_STRATEGY=TimeSlicing\nKUBERNETES_NODE_NAME=node-1\n";
         assert_eq!(seen_devices(log), ["gpu-1", "gpu-3"]);
+    }
+
+    #[test]
+    fn a_workload_shows_the_time_slice_of_each_device() {
+        let log = "GPU_DEVICE_1=gpu-1\nGPU_DEVICE_1_SHARING_STRATEGY=TimeSlicing\nGPU_DEVICE_1_TIMESLICE_INTERVAL=Long\n\
+                   GPU_DEVICE_3=gpu-3\nGPU_DEVICE_3_TIMESLICE_INTERVAL=Default\nGPU_DEVICE_2=gpu-2\n";
+        let seen = seen_config(log);
+        assert_eq!(seen, [("gpu-1".to_string(), Some(1)), ("gpu-2".into(), None), ("gpu-3".into(), None)].into());
+        assert_eq!((CONFIG.parameters)(0)["sharing"]["timeSlicingConfig"]["interval"], "Short");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dracheck_adapter::spec::DriverSpec;
-use dracheck_adapter::{Adapter, AdapterError, ConfigProbe, OracleError, Settings, Workload};
+use dracheck_adapter::{Adapter, AdapterError, ConfigProbe, OracleError, Workload};
 
 use crate::cli::DEFAULT_DRIVER as DRIVER;
 
@@ -48,23 +48,27 @@ pub fn seen_devices(log: &str) -> Vec<String> {
         .collect()
 }
 
-/// The mock's opaque configuration (see `config`): the settings themselves are its parameters,
-/// and the container shows each device's as `DRACHECK_MOCK_CONFIG_<n>_<name>=<value>`.
-pub const CONFIG: ConfigProbe = ConfigProbe { parameters: |settings| serde_json::json!(settings), seen: seen_config };
+/// The mock's opaque configuration (see `config`): configuration `i` sets `dracheck=config-<i>`,
+/// which a container shows as `DRACHECK_MOCK_CONFIG_<n>_dracheck=config-<i>`.
+pub const CONFIG: ConfigProbe =
+    ConfigProbe { parameters: |i| serde_json::json!({ PROBE_SETTING: format!("config-{i}") }), seen: seen_config };
 
-/// Per device the mock's CDI edits name (`DRACHECK_MOCK_DEVICE_<n>`), the settings of its
-/// configuration (`DRACHECK_MOCK_CONFIG_<n>_<name>`).
-pub fn seen_config(log: &str) -> BTreeMap<String, Settings> {
+/// The setting the suite's configurations set.
+const PROBE_SETTING: &str = "dracheck";
+
+/// Per device the mock's CDI edits name (`DRACHECK_MOCK_DEVICE_<n>`), which of the suite's
+/// configurations it shows (`DRACHECK_MOCK_CONFIG_<n>_dracheck=config-<i>`).
+pub fn seen_config(log: &str) -> BTreeMap<String, Option<usize>> {
     let vars: Vec<(&str, &str)> = log.lines().filter_map(|l| l.split_once('=')).collect();
-    let mut out: BTreeMap<String, Settings> = BTreeMap::new();
+    let mut out = BTreeMap::new();
     for (var, device) in &vars {
         let Some(index) = var.strip_prefix("DRACHECK_MOCK_DEVICE_") else { continue };
-        let prefix = format!("DRACHECK_MOCK_CONFIG_{index}_");
-        let settings = vars
+        let setting = format!("DRACHECK_MOCK_CONFIG_{index}_{PROBE_SETTING}");
+        let variant = vars
             .iter()
-            .filter_map(|(v, value)| v.strip_prefix(&prefix).map(|name| (name.to_string(), value.trim().to_string())))
-            .collect();
-        out.insert(device.trim().to_string(), settings);
+            .find(|(v, _)| *v == setting)
+            .and_then(|(_, value)| value.trim().strip_prefix("config-")?.parse().ok());
+        out.insert(device.trim().to_string(), variant);
     }
     out
 }
@@ -109,12 +113,12 @@ mod tests {
 
     #[test]
     fn a_workload_shows_each_devices_configuration() {
-        let log = "DRACHECK_MOCK_CONFIG_1_mode=user\nDRACHECK_MOCK_DEVICE_0=gpu-0\nDRACHECK_MOCK_DEVICE_1=gpu-1\n\
-                   DRACHECK_MOCK_CONFIG_1_level=3\nPATH=/bin\n";
+        let log = "DRACHECK_MOCK_CONFIG_1_dracheck=config-1\nDRACHECK_MOCK_DEVICE_0=gpu-0\nDRACHECK_MOCK_DEVICE_1=gpu-1\n\
+                   DRACHECK_MOCK_CONFIG_1_level=3\nDRACHECK_MOCK_DEVICE_2=gpu-2\nDRACHECK_MOCK_CONFIG_2_dracheck=config-0\n";
         let seen = seen_config(log);
-        assert_eq!(seen["gpu-0"], Settings::new());
-        assert_eq!(seen["gpu-1"], [("level".to_string(), "3".to_string()), ("mode".into(), "user".into())].into());
-        assert_eq!(seen_devices(log), ["gpu-0", "gpu-1"], "configuration lines are no devices");
+        assert_eq!(seen, [("gpu-0".to_string(), None), ("gpu-1".into(), Some(1)), ("gpu-2".into(), Some(0))].into());
+        assert_eq!(seen_devices(log), ["gpu-0", "gpu-1", "gpu-2"], "configuration lines are no devices");
+        assert_eq!((CONFIG.parameters)(1), serde_json::json!({"dracheck": "config-1"}));
     }
 
     #[test]

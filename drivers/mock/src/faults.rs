@@ -372,7 +372,8 @@ pub const TABLE: &[FaultSpec] = &[
         form: Form::Bare(Fault::ConfigToEveryRequest),
     },
     // Like a driver that applies the configs in the wrong order. Breaks
-    // `config.class-and-claim`.
+    // `config.class-and-claim` and `config.per-request` (its first request is configured by
+    // both).
     FaultSpec {
         name: "class-config-wins",
         doc: "where the class's and the claim's configuration set the same value, the class's is applied",

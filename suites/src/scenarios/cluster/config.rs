@@ -1,24 +1,23 @@
-//! The driver's opaque configuration reaches the containers it is meant for. A class made from
-//! the profile's, with a config of its own, and a claim of the profile's shape with the
-//! claim's config, which sets one of the class's settings too: its container sees the claim's
-//! values. Then a claim whose first request is split in two, `first` and `second`, a config
-//! for `first` only, in a pod with a container per request and one using the whole claim: each
-//! container sees only its request's device, `first`'s with its config, `second`'s with the
-//! class's and not `first`'s.
-//!
-//! What a container shows of its configuration is the driver's to say (its adapter's
-//! [`ConfigProbe`]); the settings the suite chooses are named `dracheck_*` so that they cannot
-//! collide with the profile's own config.
+//! The driver's opaque configuration reaches the containers it is meant for. The suite uses
+//! two configurations of the driver that a workload can tell apart (its adapter's
+//! [`ConfigProbe`]): the first in a class made from the profile's, the second in claims. A
+//! claim of the profile's shape on that class, with the second configuration: its container
+//! shows the claim's (the API applies the class's first, the claim's after). Then a claim whose
+//! first request is split in two, `first` and `second`, the claim's configuration for `first`
+//! only, in a pod with a container per request and one using the whole claim: each container
+//! sees only its request's device, `first`'s with the claim's configuration, `second`'s with
+//! the class's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassConfiguration, OpaqueDeviceConfiguration, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, LogParams};
 
 use super::common::{allocated, device_names};
-use crate::adapters::{ConfigProbe, DeviceKey, Settings, sees_exactly};
+use crate::adapters::{ConfigProbe, DeviceKey, sees_exactly};
 use crate::engine::{ApiContext, Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -62,14 +61,9 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     per_request(ctx, &probe, &class, within).await
 }
 
-fn settings(pairs: &[(&str, &str)]) -> Settings {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
-
-/// The class's settings: one of its own and one the claim sets too.
-fn class_settings() -> Settings {
-    settings(&[("dracheck_class", "class"), ("dracheck_both", "class")])
-}
+/// Which of the probe's configurations the class gives and which the claims give.
+const CLASS: usize = 0;
+const CLAIM: usize = 1;
 
 /// The profile's class (its spec, or the existing class's) with the class settings as config.
 async fn class_with_config(ctx: &Ctx<'_>, name: &str, probe: &ConfigProbe) -> Result<DeviceClass, ScenarioError> {
@@ -89,25 +83,14 @@ async fn class_with_config(ctx: &Ctx<'_>, name: &str, probe: &ConfigProbe) -> Re
     spec.config.get_or_insert_default().push(DeviceClassConfiguration {
         opaque: Some(OpaqueDeviceConfiguration {
             driver: ctx.target.driver.name.clone(),
-            parameters: RawExtension((probe.parameters)(&class_settings())),
+            parameters: RawExtension((probe.parameters)(CLASS)),
         }),
     });
     let metadata = kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() };
     Ok(DeviceClass { metadata, spec: Some(spec) })
 }
 
-/// What a device must show of its configuration: these settings, and none of `absent`.
-/// Nothing else is judged: whether a driver merges the class's settings into the claim's or
-/// takes the claim's config alone is the driver's choice (upstream's test driver merges, the
-/// example driver takes the last config), and a profile's own config may add settings.
-#[derive(Debug, Clone)]
-struct Expect {
-    want: Settings,
-    absent: Vec<&'static str>,
-}
-
-/// `config.class-and-claim`: the profile's claim on the class with config, plus a claim config
-/// that sets one of the class's settings too: the claim's values reach the container.
+/// `config.class-and-claim`: the profile's claim on the class with config, plus a claim config.
 async fn class_and_claim(
     ctx: &Ctx<'_>,
     probe: &ConfigProbe,
@@ -116,23 +99,17 @@ async fn class_and_claim(
 ) -> Result<(), ScenarioError> {
     let id = ids::CONFIG_CLASS_AND_CLAIM;
     ctx.phase("the profile's claim with a configuration, on that class");
-    let claim_settings = settings(&[("dracheck_claim", "claim"), ("dracheck_both", "claim")]);
     let driver = &ctx.target.driver.name;
-    let claim = ctx.profile().claim().class_everywhere(class).config(&[], driver, (probe.parameters)(&claim_settings));
+    let claim = ctx.profile().claim().class_everywhere(class).config(&[], driver, (probe.parameters)(CLAIM));
     ctx.create(&claim.claim(&ctx.ns, "configured")).await?;
     ctx.create(&ctx.workload("configured").claim("devices", "configured").build()).await?;
     let Some(claim) = running(ctx, id, "configured", "configured", within).await else { return Ok(()) };
 
-    let expect = Expect { want: claim_settings, absent: Vec::new() };
-    let expected: BTreeMap<String, Expect> = device_names(&claim).into_iter().map(|d| (d, expect.clone())).collect();
+    let expected: BTreeMap<String, usize> = device_names(&claim).into_iter().map(|d| (d, CLAIM)).collect();
     match shows(ctx, probe, "configured", WHOLE, &expected).await {
         Ok(()) => ctx.pass(
             id,
-            format!(
-                "each of {:?} shows the claim's settings {:?}, also the one the class sets too",
-                device_names(&claim),
-                expect.want
-            ),
+            format!("each of {:?} shows the claim's configuration, not the class's", device_names(&claim)),
         ),
         Err(why) => ctx.fail(id, why, ctx.evidence("configured").await),
     }
@@ -142,19 +119,17 @@ async fn class_and_claim(
     Ok(())
 }
 
-/// `config.per-request`: a claim config for the first request only, a container per request
-/// and one for the whole claim. The first request's device shows its config; the second's
-/// shows the class's config and not the first request's.
+/// `config.per-request`: the claim's configuration for the first request only, a container per
+/// request and one for the whole claim.
 async fn per_request(ctx: &Ctx<'_>, probe: &ConfigProbe, class: &str, within: Duration) -> Result<(), ScenarioError> {
     let id = ids::CONFIG_PER_REQUEST;
     ctx.phase("a claim of two requests, a configuration for the first, a container per request and one for both");
     let driver = &ctx.target.driver.name;
     let [first, second] = REQUESTS;
-    let first_settings = settings(&[("dracheck_request", first)]);
     let claim = ctx.profile().claim().first_per_name(&REQUESTS).class_everywhere(class).config(
         &[first],
         driver,
-        (probe.parameters)(&first_settings),
+        (probe.parameters)(CLAIM),
     );
     ctx.create(&claim.claim(&ctx.ns, "per-request")).await?;
     let show = ctx.target.adapter.workload.show_and_wait();
@@ -166,23 +141,15 @@ async fn per_request(ctx: &Ctx<'_>, probe: &ConfigProbe, class: &str, within: Du
     let Some(claim) = running(ctx, id, "per-request", "per-request", within * 2).await else { return Ok(()) };
 
     let by_request: BTreeMap<String, String> = results(ctx, &claim).into_iter().collect();
-    let expect = |r: &str| {
-        if r == first {
-            Expect { want: first_settings.clone(), absent: Vec::new() }
-        } else {
-            Expect { want: class_settings(), absent: vec!["dracheck_request"] }
-        }
-    };
     let mut wrong = Vec::new();
     let mut whole = BTreeMap::new();
-    for r in [first, second] {
+    for (r, config) in [(first, CLAIM), (second, CLASS)] {
         let Some(device) = by_request.get(r) else {
             wrong.push(format!("request {r} has no device in the claim's allocation"));
             continue;
         };
-        whole.insert(device.clone(), expect(r));
-        let own = BTreeMap::from([(device.clone(), expect(r))]);
-        if let Err(why) = shows(ctx, probe, "per-request", r, &own).await {
+        whole.insert(device.clone(), config);
+        if let Err(why) = shows(ctx, probe, "per-request", r, &BTreeMap::from([(device.clone(), config)])).await {
             wrong.push(format!("container {r} (request {r}): {why}"));
         }
     }
@@ -190,19 +157,34 @@ async fn per_request(ctx: &Ctx<'_>, probe: &ConfigProbe, class: &str, within: Du
         wrong.push(format!("container {WHOLE} (the whole claim): {why}"));
     }
     if wrong.is_empty() {
-        let devices: Vec<&String> = whole.keys().collect();
         ctx.pass(
             id,
             format!(
-                "each request's container sees only its device of {devices:?}; request {first}'s shows its config \
-                 {first_settings:?}, request {second}'s the class's {:?} and not {first}'s",
-                class_settings()
+                "each request's container sees only its device, {first}'s with the claim's configuration and \
+                 {second}'s with the class's: {}",
+                describe(&whole)
             ),
         );
     } else {
         ctx.fail(id, wrong.join("; "), ctx.evidence("per-request").await);
     }
     Ok(())
+}
+
+/// Which configuration each device has, in words.
+fn describe(devices: &BTreeMap<String, usize>) -> String {
+    let mut out: Vec<String> = devices.iter().map(|(d, c)| format!("{d}: {}", which(Some(*c)))).collect();
+    out.sort();
+    out.join(", ")
+}
+
+fn which(config: Option<usize>) -> &'static str {
+    match config {
+        Some(CLASS) => "the class's configuration",
+        Some(CLAIM) => "the claim's configuration",
+        Some(_) => "another configuration",
+        None => "neither configuration",
+    }
 }
 
 /// The claim once allocated and its pod running; `None` (the guarantee failed) otherwise.
@@ -232,30 +214,26 @@ fn results(ctx: &Ctx<'_>, claim: &ResourceClaim) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether container `container` of `pod` shows exactly the devices of `expected`, each as
-/// its [`Expect`] says. The log fills as the container starts; it gets a few seconds.
+/// Whether container `container` of `pod` shows exactly the devices of `expected`, each with
+/// its configuration. The log fills as the container starts; it gets a few seconds.
 async fn shows(
     ctx: &Ctx<'_>,
     probe: &ConfigProbe,
     pod: &str,
     container: &str,
-    expected: &BTreeMap<String, Expect>,
+    expected: &BTreeMap<String, usize>,
 ) -> Result<(), String> {
     let params = LogParams { container: Some(container.into()), ..LogParams::default() };
-    let read = || async { ctx.api::<k8s_openapi::api::core::v1::Pod>().logs(pod, &params).await.unwrap_or_default() };
+    let read = || async { ctx.api::<Pod>().logs(pod, &params).await.unwrap_or_default() };
     let judge = |log: &String| -> Result<(), String> {
         let seen = (probe.seen)(log);
         let devices: Vec<String> = expected.keys().cloned().collect();
         sees_exactly(seen.keys().cloned().collect(), &devices).map_err(|e| e.to_string())?;
         let off: Vec<String> = expected
             .iter()
-            .filter_map(|(device, Expect { want, absent })| {
-                let got = &seen[device];
-                let missing = want.iter().any(|(k, v)| got.get(k) != Some(v));
-                let extra: Vec<&&str> = absent.iter().filter(|k| got.contains_key(**k)).collect();
-                (missing || !extra.is_empty()).then(|| {
-                    format!("device {device} shows settings {got:?}, which should have {want:?} and none of {absent:?}")
-                })
+            .filter(|(device, want)| seen[*device] != Some(**want))
+            .map(|(device, want)| {
+                format!("device {device} shows {}, not {}", which(seen[device]), which(Some(*want)))
             })
             .collect();
         if off.is_empty() { Ok(()) } else { Err(off.join("; ")) }
