@@ -68,18 +68,30 @@ impl PodBuilder {
     /// `resources.claims[].request` maps requests to containers. Add it after the claims:
     /// [`PodBuilder::claim`] gives every container there already the whole claim.
     pub fn container(mut self, name: &str, script: &str, claim: &str, request: Option<&str>) -> Self {
-        let first = self.spec().containers[0].clone();
-        self.spec().containers.push(Container {
+        let container = self.another(name, script, claim, request);
+        self.spec().containers.push(container);
+        self
+    }
+
+    /// An init container, `name`, that runs `script` to its end before the containers start,
+    /// using `request` of the pod's claim `claim` (`None`: all of it).
+    pub fn init_container(mut self, name: &str, script: &str, claim: &str, request: Option<&str>) -> Self {
+        let container = self.another(name, script, claim, request);
+        self.spec().init_containers.get_or_insert_default().push(container);
+        self
+    }
+
+    fn another(&mut self, name: &str, script: &str, claim: &str, request: Option<&str>) -> Container {
+        Container {
             name: name.into(),
-            image: first.image,
+            image: self.spec().containers[0].image.clone(),
             command: Some(vec!["sh".into(), "-c".into(), script.into()]),
             resources: Some(ResourceRequirements {
                 claims: Some(vec![ContainerClaim { name: claim.into(), request: request.map(Into::into) }]),
                 ..ResourceRequirements::default()
             }),
             ..Container::default()
-        });
-        self
+        }
     }
 
     /// Pins the pod to `node` (by its hostname label), as scenarios that share a cluster do

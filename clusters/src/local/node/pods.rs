@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use serde_json::json;
@@ -19,7 +19,7 @@ use super::config::NodeConfig;
 use super::dra::{DraManager, PodClaim};
 use super::events::Log;
 use super::logs::PodIndex;
-use super::runtime::{ContainerSpec, ContainerStatus, Runtime, State};
+use super::runtime::{ContainerSpec, ContainerStatus, POD_INITIALIZING, Runtime, State};
 
 /// Retry backoff after a failed prepare or start, doubling up to the cap.
 const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -264,14 +264,21 @@ impl PodWorker {
     async fn start(&self, pod: &Pod) -> Result<(), (&'static str, String)> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let claims = self.dra.prepare_pod(pod).await.map_err(|e| ("FailedPrepareDynamicResources", e))?;
-        let specs = self.container_specs(pod, &claims).map_err(|e| ("Failed", e))?;
-        self.runtime.start_pod(&uid, specs).map_err(|e| ("Failed", format!("Error: {e}")))
+        let spec = pod.spec.clone().unwrap_or_default();
+        let init =
+            self.container_specs(pod, spec.init_containers.iter().flatten(), &claims).map_err(|e| ("Failed", e))?;
+        let specs = self.container_specs(pod, &spec.containers, &claims).map_err(|e| ("Failed", e))?;
+        self.runtime.start_pod(&uid, init, specs).map_err(|e| ("Failed", format!("Error: {e}")))
     }
 
-    fn container_specs(&self, pod: &Pod, claims: &[PodClaim]) -> Result<Vec<ContainerSpec>, String> {
-        let spec = pod.spec.clone().unwrap_or_default();
+    fn container_specs<'c>(
+        &self,
+        pod: &Pod,
+        containers: impl IntoIterator<Item = &'c Container>,
+        claims: &[PodClaim],
+    ) -> Result<Vec<ContainerSpec>, String> {
         let mut out = Vec::new();
-        for c in &spec.containers {
+        for c in containers {
             let env = super::env::environment(pod, c, &self.cfg.name, &self.cfg.ip.to_string())?;
             let argv: Vec<String> =
                 c.command.iter().chain(c.args.iter()).flatten().map(|a| super::env::expand(a, &env)).collect();
@@ -325,56 +332,32 @@ impl PodWorker {
     async fn report(&self, pod: &Pod, p: &mut Progress, statuses: &[ContainerStatus]) {
         let all_done = all_ended(statuses);
         let failed = statuses.iter().any(|s| matches!(s.state, State::Terminated { exit_code, .. } if exit_code != 0));
+        let initializing =
+            statuses.iter().any(|s| matches!(&s.state, State::Waiting { reason, .. } if reason == POD_INITIALIZING));
         let phase = match (all_done, failed) {
+            (false, _) if initializing => "Pending",
             (false, _) => "Running",
             (true, false) => "Succeeded",
             (true, true) => "Failed",
         };
+        let init = self.runtime.init_statuses(pod.metadata.uid.as_deref().unwrap_or_default());
         // Kubelet holds a terminal phase back while the pod may still hold resources
         // (`mergePodStatus`): controllers deallocate a claim once its pods are terminal, so
         // the phase stays as it was until the claims are unprepared.
         let current = pod.status.as_ref().and_then(|s| s.phase.clone()).filter(|p| !p.is_empty());
         let phase = if all_done && !p.unprepared { current.as_deref().unwrap_or("Pending") } else { phase };
-        let summary =
-            format!("{phase} {:?}", statuses.iter().map(|s| (&s.name, &s.state, s.restart_count)).collect::<Vec<_>>());
+        let summary = format!(
+            "{phase} {:?}",
+            init.iter().chain(statuses).map(|s| (&s.name, &s.state, s.restart_count)).collect::<Vec<_>>()
+        );
         if p.last_status.as_deref() == Some(&summary) {
             return;
         }
         let ip = self.cfg.ip.to_string();
         let all_running = !statuses.is_empty() && statuses.iter().all(|s| matches!(s.state, State::Running { .. }));
         let ready = if all_running { "True" } else { "False" };
-        let container_statuses: Vec<_> = statuses
-            .iter()
-            .map(|s| {
-                let state = match &s.state {
-                    State::Running { started_at } => json!({ "running": { "startedAt": started_at.to_string() } }),
-                    State::Waiting { reason, message } => json!({ "waiting": { "reason": reason, "message": message } }),
-                    State::Terminated { exit_code, started_at, finished_at } => json!({ "terminated": {
-                        "exitCode": exit_code,
-                        "reason": if *exit_code == 0 { "Completed" } else { "Error" },
-                        "startedAt": started_at.to_string(),
-                        "finishedAt": finished_at.to_string(),
-                    }}),
-                };
-                let image = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|sp| sp.containers.iter().find(|c| c.name == s.name))
-                    .and_then(|c| c.image.clone())
-                    .unwrap_or_default();
-                json!({
-                    "name": s.name,
-                    "image": image,
-                    "imageID": "",
-                    "containerID": format!("dracheck://{}", s.name),
-                    "ready": matches!(s.state, State::Running { .. }),
-                    "started": matches!(s.state, State::Running { .. }),
-                    "restartCount": s.restart_count,
-                    "state": state,
-                    "lastState": s.last_exit_code.map_or(json!({}), |code| json!({ "terminated": { "exitCode": code } })),
-                })
-            })
-            .collect();
+        let container_statuses: Vec<_> = statuses.iter().map(|s| status_json(pod, s)).collect();
+        let init_statuses: Vec<_> = init.iter().map(|s| status_json(pod, s)).collect();
         let now = dracheck_objects::now().to_string();
         let cond = |t: &str, status: &str| json!({ "type": t, "status": status, "lastTransitionTime": now });
         let patch = json!({ "status": {
@@ -384,11 +367,12 @@ impl PodWorker {
             "startTime": pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or(now.clone(), |t| t.0.to_string()),
             "conditions": [
                 cond("PodReadyToStartContainers", "True"),
-                cond("Initialized", "True"),
+                cond("Initialized", if initializing { "False" } else { "True" }),
                 cond("ContainersReady", ready),
                 cond("Ready", ready),
             ],
             "containerStatuses": container_statuses,
+            "initContainerStatuses": init_statuses,
         }});
         if self.patch_status(pod, &patch).await {
             p.last_status = Some(summary);
@@ -408,6 +392,38 @@ impl PodWorker {
             }
         }
     }
+}
+
+/// A container's status as the API has it; init containers' images come from `initContainers`.
+fn status_json(pod: &Pod, s: &ContainerStatus) -> serde_json::Value {
+    let state = match &s.state {
+        State::Running { started_at } => json!({ "running": { "startedAt": started_at.to_string() } }),
+        State::Waiting { reason, message } => json!({ "waiting": { "reason": reason, "message": message } }),
+        State::Terminated { exit_code, started_at, finished_at } => json!({ "terminated": {
+            "exitCode": exit_code,
+            "reason": if *exit_code == 0 { "Completed" } else { "Error" },
+            "startedAt": started_at.to_string(),
+            "finishedAt": finished_at.to_string(),
+        }}),
+    };
+    let spec = pod.spec.as_ref();
+    let image = spec
+        .into_iter()
+        .flat_map(|sp| sp.containers.iter().chain(sp.init_containers.iter().flatten()))
+        .find(|c| c.name == s.name)
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
+    json!({
+        "name": s.name,
+        "image": image,
+        "imageID": "",
+        "containerID": format!("dracheck://{}", s.name),
+        "ready": matches!(s.state, State::Running { .. }),
+        "started": matches!(s.state, State::Running { .. }),
+        "restartCount": s.restart_count,
+        "state": state,
+        "lastState": s.last_exit_code.map_or(json!({}), |code| json!({ "terminated": { "exitCode": code } })),
+    })
 }
 
 /// The exit code containerd reports for a container whose task vanished with the machine.

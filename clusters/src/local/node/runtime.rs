@@ -4,7 +4,7 @@
 //! does on a real node. Like containerd, it resolves a container's CDI devices each time it
 //! creates the container, a restart included: a spec that is gone by then fails the restart.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -64,14 +64,60 @@ struct Container {
     exited_at: Option<Instant>,
     restart_count: i32,
     last_exit_code: Option<i32>,
+    /// The exit code once it ended for good (no restart follows).
+    exit: Option<i32>,
+    /// What the last poll saw.
+    last_status: Option<ContainerStatus>,
 }
+
+impl Container {
+    fn new(spec: ContainerSpec, process: Supervised) -> Container {
+        Container {
+            spec,
+            process,
+            started_at: dracheck_objects::now(),
+            finished_at: None,
+            exited_at: None,
+            restart_count: 0,
+            last_exit_code: None,
+            exit: None,
+            last_status: None,
+        }
+    }
+
+    fn running(&self) -> ContainerStatus {
+        ContainerStatus {
+            name: self.spec.name.clone(),
+            state: State::Running { started_at: self.started_at },
+            restart_count: self.restart_count,
+            last_exit_code: self.last_exit_code,
+        }
+    }
+}
+
+/// A pod's containers. Its init containers run one after the other, each to its successful
+/// end, before the others start, as kubelet runs them.
+struct PodRun {
+    /// Init containers not created yet, in order.
+    init_pending: VecDeque<ContainerSpec>,
+    /// Init containers created: all but the last have completed.
+    init: Vec<Container>,
+    /// The other containers, created once every init container has completed.
+    specs: Vec<ContainerSpec>,
+    containers: Vec<Container>,
+    /// An init container failed and the pod's `restartPolicy` is `Never`: nothing more runs.
+    init_failed: Option<i32>,
+}
+
+/// The reason a container waits while the pod's init containers run.
+pub const POD_INITIALIZING: &str = "PodInitializing";
 
 pub struct Runtime {
     pods_dir: PathBuf,
     cdi_dir: PathBuf,
     /// The second restart's delay, doubled for each one after it.
     restart_backoff: Duration,
-    pods: Mutex<HashMap<String, Vec<Container>>>,
+    pods: Mutex<HashMap<String, PodRun>>,
 }
 
 /// Kubelet's restart delays of a container that exited: none the first time (its back-off
@@ -118,24 +164,33 @@ impl Runtime {
         self.pods.lock().unwrap().contains_key(pod_uid)
     }
 
-    /// Starts all containers of a pod.
-    pub fn start_pod(&self, pod_uid: &str, specs: Vec<ContainerSpec>) -> Result<(), String> {
+    /// Starts a pod: its first init container, or all its containers when it has none.
+    pub fn start_pod(&self, pod_uid: &str, init: Vec<ContainerSpec>, specs: Vec<ContainerSpec>) -> Result<(), String> {
         let dir = self.pods_dir.join(pod_uid);
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let mut started = Vec::new();
-        for spec in specs {
-            let process = self.spawn(pod_uid, &spec, false)?;
-            started.push(Container {
-                spec,
-                process,
-                started_at: dracheck_objects::now(),
-                finished_at: None,
-                exited_at: None,
-                restart_count: 0,
-                last_exit_code: None,
-            });
+        let mut run =
+            PodRun { init_pending: init.into(), init: Vec::new(), specs, containers: Vec::new(), init_failed: None };
+        self.advance(pod_uid, &mut run)?;
+        self.pods.lock().unwrap().insert(pod_uid.to_string(), run);
+        Ok(())
+    }
+
+    /// Creates what may run next: the next init container once the one before completed,
+    /// then the other containers.
+    fn advance(&self, pod_uid: &str, run: &mut PodRun) -> Result<(), String> {
+        let last_done = run.init.last().is_none_or(|c| c.exit == Some(0));
+        if !last_done || run.init_failed.is_some() || !run.containers.is_empty() {
+            return Ok(());
         }
-        self.pods.lock().unwrap().insert(pod_uid.to_string(), started);
+        if let Some(spec) = run.init_pending.pop_front() {
+            let process = self.spawn(pod_uid, &spec, false)?;
+            run.init.push(Container::new(spec, process));
+            return Ok(());
+        }
+        for spec in run.specs.clone() {
+            let process = self.spawn(pod_uid, &spec, false)?;
+            run.containers.push(Container::new(spec, process));
+        }
         Ok(())
     }
 
@@ -153,77 +208,125 @@ impl Runtime {
             .map_err(|e| e.to_string())
     }
 
+    /// The pod's init containers' states, in order: those completed, the one running, none of
+    /// those not created yet.
+    pub fn init_statuses(&self, pod_uid: &str) -> Vec<ContainerStatus> {
+        let pods = self.pods.lock().unwrap();
+        let Some(run) = pods.get(pod_uid) else { return Vec::new() };
+        run.init.iter().map(|c| c.last_status.clone().unwrap_or_else(|| c.running())).collect()
+    }
+
     /// The containers' current states, after restarting those whose policy says so
-    /// (`Always`, or `OnFailure` after a non-zero exit).
+    /// (`Always`, or `OnFailure` after a non-zero exit; a failed init container unless
+    /// `Never`), and creating the next init container or, once they all completed, the
+    /// others. While init containers run the others wait in [`POD_INITIALIZING`]; after an
+    /// init container failed for good they are reported ended with its exit code.
     pub fn poll(&self, pod_uid: &str, restart_policy: &str) -> Vec<ContainerStatus> {
         let mut pods = self.pods.lock().unwrap();
-        let Some(containers) = pods.get_mut(pod_uid) else { return Vec::new() };
-        let mut out = Vec::new();
-        for c in containers.iter_mut() {
-            if let Some(status) = c.process.exited() {
-                let code = exit_code_of(status);
-                let finished_at = *c.finished_at.get_or_insert_with(dracheck_objects::now);
-                let restart = match restart_policy {
-                    "Always" => true,
-                    "OnFailure" => code != 0,
-                    _ => false,
-                };
-                if restart {
-                    let waiting = |reason: &str, message: String| ContainerStatus {
-                        name: c.spec.name.clone(),
-                        state: State::Waiting { reason: reason.into(), message },
-                        restart_count: c.restart_count,
-                        last_exit_code: Some(code),
-                    };
-                    let exited = *c.exited_at.get_or_insert_with(Instant::now);
-                    let backoff = self.backoff(c.restart_count);
-                    if exited.elapsed() < backoff {
-                        let message =
-                            format!("back-off {}s restarting failed container={}", backoff.as_secs(), c.spec.name);
-                        out.push(waiting("CrashLoopBackOff", message));
-                        continue;
-                    }
-                    match self.spawn(pod_uid, &c.spec, true) {
-                        Ok(p) => {
-                            c.process = p;
-                            c.restart_count += 1;
-                            c.last_exit_code = Some(code);
-                            c.started_at = dracheck_objects::now();
-                            c.finished_at = None;
-                            c.exited_at = None;
-                        }
-                        // Tried again at the next poll; the restart count counts containers
-                        // created, so it stays.
-                        Err(message) => {
-                            out.push(waiting("CreateContainerError", message));
-                            continue;
-                        }
-                    }
-                } else {
-                    out.push(ContainerStatus {
-                        name: c.spec.name.clone(),
-                        state: State::Terminated { exit_code: code, started_at: c.started_at, finished_at },
-                        restart_count: c.restart_count,
-                        last_exit_code: c.last_exit_code,
-                    });
-                    continue;
-                }
+        let Some(run) = pods.get_mut(pod_uid) else { return Vec::new() };
+        if let Some(c) = run.init.last_mut() {
+            let restart = |code: i32| restart_policy != "Never" && code != 0;
+            let status = self.observe(pod_uid, c, restart);
+            if let State::Terminated { exit_code, .. } = status.state
+                && exit_code != 0
+            {
+                run.init_failed = Some(exit_code);
             }
-            out.push(ContainerStatus {
+        }
+        if let Err(message) = self.advance(pod_uid, run) {
+            // Tried again at the next poll, as a restart whose creation failed is.
+            let waiting = |s: &ContainerSpec| ContainerStatus {
+                name: s.name.clone(),
+                state: State::Waiting { reason: "CreateContainerError".into(), message: message.clone() },
+                restart_count: 0,
+                last_exit_code: None,
+            };
+            return run.specs.iter().map(waiting).collect();
+        }
+        if run.containers.is_empty() {
+            let now = dracheck_objects::now();
+            let state = |_: &ContainerSpec| match run.init_failed {
+                Some(exit_code) => State::Terminated { exit_code, started_at: now, finished_at: now },
+                None => State::Waiting { reason: POD_INITIALIZING.into(), message: String::new() },
+            };
+            return run
+                .specs
+                .iter()
+                .map(|s| ContainerStatus {
+                    name: s.name.clone(),
+                    state: state(s),
+                    restart_count: 0,
+                    last_exit_code: None,
+                })
+                .collect();
+        }
+        let restart = |code: i32| match restart_policy {
+            "Always" => true,
+            "OnFailure" => code != 0,
+            _ => false,
+        };
+        let mut containers = std::mem::take(&mut run.containers);
+        let out = containers.iter_mut().map(|c| self.observe(pod_uid, c, restart)).collect();
+        run.containers = containers;
+        out
+    }
+
+    /// A container's state, after restarting it if it exited and `restart` says so for its
+    /// exit code (with kubelet's back-off).
+    fn observe(&self, pod_uid: &str, c: &mut Container, restart: impl Fn(i32) -> bool) -> ContainerStatus {
+        let status = self.observed(pod_uid, c, restart);
+        c.last_status = Some(status.clone());
+        if let State::Terminated { exit_code, .. } = status.state {
+            c.exit = Some(exit_code);
+        }
+        status
+    }
+
+    fn observed(&self, pod_uid: &str, c: &mut Container, restart: impl Fn(i32) -> bool) -> ContainerStatus {
+        let Some(status) = c.process.exited() else { return c.running() };
+        let code = exit_code_of(status);
+        let finished_at = *c.finished_at.get_or_insert_with(dracheck_objects::now);
+        if !restart(code) {
+            return ContainerStatus {
                 name: c.spec.name.clone(),
-                state: State::Running { started_at: c.started_at },
+                state: State::Terminated { exit_code: code, started_at: c.started_at, finished_at },
                 restart_count: c.restart_count,
                 last_exit_code: c.last_exit_code,
-            });
+            };
         }
-        out
+        let waiting = |reason: &str, message: String| ContainerStatus {
+            name: c.spec.name.clone(),
+            state: State::Waiting { reason: reason.into(), message },
+            restart_count: c.restart_count,
+            last_exit_code: Some(code),
+        };
+        let exited = *c.exited_at.get_or_insert_with(Instant::now);
+        let backoff = self.backoff(c.restart_count);
+        if exited.elapsed() < backoff {
+            let message = format!("back-off {}s restarting failed container={}", backoff.as_secs(), c.spec.name);
+            return waiting("CrashLoopBackOff", message);
+        }
+        match self.spawn(pod_uid, &c.spec, true) {
+            Ok(p) => {
+                c.process = p;
+                c.restart_count += 1;
+                c.last_exit_code = Some(code);
+                c.started_at = dracheck_objects::now();
+                c.finished_at = None;
+                c.exited_at = None;
+                c.running()
+            }
+            // Tried again at the next poll; the restart count counts containers created, so
+            // it stays.
+            Err(message) => waiting("CreateContainerError", message),
+        }
     }
 
     /// Stops a pod's containers (SIGTERM, SIGKILL after `grace`) and forgets them; their logs
     /// stay until the pod dir is removed.
     pub fn kill_pod(&self, pod_uid: &str, grace: Duration) {
-        let containers = self.pods.lock().unwrap().remove(pod_uid);
-        for mut c in containers.into_iter().flatten() {
+        let run = self.pods.lock().unwrap().remove(pod_uid);
+        for mut c in run.into_iter().flat_map(|r| r.init.into_iter().chain(r.containers)) {
             c.process.stop(grace);
         }
     }
@@ -275,7 +378,7 @@ mod tests {
     fn runs_commands_with_their_env_and_reports_exit_codes() {
         let dir = tempfile::tempdir().unwrap();
         let rt = Runtime::new(dir.path(), &dir.path().join("cdi"));
-        rt.start_pod("u1", vec![spec("ok", "echo $GREETING; exit 0"), spec("bad", "exit 3")]).unwrap();
+        rt.start_pod("u1", Vec::new(), vec![spec("ok", "echo $GREETING; exit 0"), spec("bad", "exit 3")]).unwrap();
         let s = wait_terminated(&rt, "u1", "Never");
         let codes: Vec<i32> = s
             .iter()
@@ -293,7 +396,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rt = Runtime::new(dir.path(), &dir.path().join("cdi"));
         let env = ContainerSpec { argv: vec!["/usr/bin/env".into()], ..spec("env", "") };
-        rt.start_pod("u4", vec![env]).unwrap();
+        rt.start_pod("u4", Vec::new(), vec![env]).unwrap();
         wait_terminated(&rt, "u4", "Never");
         let seen = std::fs::read_to_string(rt.log_path("u4", "env")).unwrap();
         let mut seen: Vec<&str> = seen.lines().collect();
@@ -306,7 +409,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rt = Runtime::new(dir.path(), &dir.path().join("cdi")).with_restart_backoff(Duration::from_millis(50));
         // Fails on the first run, succeeds on the second: the marker file survives restarts.
-        rt.start_pod("u2", vec![spec("flaky", "if [ -e marker ]; then exit 0; fi; touch marker; exit 1")]).unwrap();
+        rt.start_pod("u2", Vec::new(), vec![spec("flaky", "if [ -e marker ]; then exit 0; fi; touch marker; exit 1")])
+            .unwrap();
         let s = wait_terminated(&rt, "u2", "OnFailure");
         assert_eq!(s[0].restart_count, 1);
         assert_eq!(s[0].last_exit_code, Some(1));
@@ -332,7 +436,7 @@ mod tests {
             cdi_devices: vec!["mock.dracheck.io/gpu=gpu-0".into()],
             ..spec("crashing", "echo $DEV; exit 1")
         };
-        rt.start_pod("u5", vec![crashing]).unwrap();
+        rt.start_pod("u5", Vec::new(), vec![crashing]).unwrap();
         let mut seen = Vec::new();
         for _ in 0..200 {
             let s = rt.poll("u5", "Always");
@@ -356,11 +460,49 @@ mod tests {
         assert_eq!(std::fs::read_to_string(rt.log_path("u5", "crashing")).unwrap(), "gpu-0\ngpu-0\n");
     }
 
+    /// Kubelet's order: each init container to its successful end, one after the other, then
+    /// the others; a failed one is retried unless the policy is `Never`, which ends the pod.
+    #[test]
+    fn init_containers_run_in_order_before_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(dir.path(), &dir.path().join("cdi")).with_restart_backoff(Duration::from_millis(50));
+        let init = vec![
+            spec("first", "sleep 0.3; echo first >> order"),
+            spec("second", "if [ ! -e retried ]; then touch retried; exit 1; fi; echo second >> order"),
+        ];
+        rt.start_pod("u6", init, vec![spec("app", "echo app >> order; sleep 60")]).unwrap();
+        let waiting = rt.poll("u6", "OnFailure");
+        assert!(
+            matches!(&waiting[0].state, State::Waiting { reason, .. } if reason == POD_INITIALIZING),
+            "{waiting:?}"
+        );
+        let mut running = false;
+        for _ in 0..200 {
+            running = matches!(rt.poll("u6", "OnFailure")[0].state, State::Running { .. });
+            if running {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        assert!(running, "the app container starts once the init containers completed");
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(std::fs::read_to_string(dir.path().join("u6/order")).unwrap(), "first\nsecond\napp\n");
+        let init = rt.init_statuses("u6");
+        assert!(init.iter().all(|s| matches!(s.state, State::Terminated { exit_code: 0, .. })), "{init:?}");
+        assert_eq!(init[1].restart_count, 1, "the failed init container was retried");
+        rt.kill_pod("u6", Duration::from_secs(2));
+
+        rt.start_pod("u7", vec![spec("fails", "exit 4")], vec![spec("app", "sleep 60")]).unwrap();
+        let s = wait_terminated(&rt, "u7", "Never");
+        assert!(matches!(s[0].state, State::Terminated { exit_code: 4, .. }), "{s:?}");
+        assert!(!dir.path().join("u7/app.log").exists(), "the app container never ran");
+    }
+
     #[test]
     fn kill_pod_stops_running_containers() {
         let dir = tempfile::tempdir().unwrap();
         let rt = Runtime::new(dir.path(), &dir.path().join("cdi"));
-        rt.start_pod("u3", vec![spec("sleeper", "sleep 60")]).unwrap();
+        rt.start_pod("u3", Vec::new(), vec![spec("sleeper", "sleep 60")]).unwrap();
         assert!(matches!(rt.poll("u3", "Never")[0].state, State::Running { .. }));
         rt.kill_pod("u3", Duration::from_secs(2));
         assert!(!rt.has_pod("u3"));

@@ -4,9 +4,9 @@
 //! claim of the profile's shape on that class, with the second configuration: its container
 //! shows the claim's (the API applies the class's first, the claim's after). Then a claim whose
 //! first request is split in two, `first` and `second`, the claim's configuration for `first`
-//! only, in a pod with a container per request and one using the whole claim: each container
-//! sees only its request's device, `first`'s with the claim's configuration, `second`'s with
-//! the class's.
+//! only, in a pod with a container per request, one using the whole claim and an init
+//! container using it too: each container sees only its request's device, `first`'s with the
+//! claim's configuration, `second`'s with the class's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,6 +36,8 @@ pub static SCENARIO: Scenario = Scenario {
 const REQUESTS: [&str; 2] = ["first", "second"];
 /// The container of the per-request pod that uses the whole claim (the pod's first).
 const WHOLE: &str = "workload";
+/// Its init container, which uses the whole claim too and ends before the others start.
+const INIT: &str = "init";
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let workload = &ctx.target.adapter.workload;
@@ -107,10 +109,9 @@ async fn class_and_claim(
 
     let expected: BTreeMap<String, usize> = device_names(&claim).into_iter().map(|d| (d, CLAIM)).collect();
     match shows(ctx, probe, "configured", WHOLE, &expected).await {
-        Ok(()) => ctx.pass(
-            id,
-            format!("each of {:?} shows the claim's configuration, not the class's", device_names(&claim)),
-        ),
+        Ok(()) => {
+            ctx.pass(id, format!("each of {:?} shows the claim's configuration, not the class's", device_names(&claim)))
+        }
         Err(why) => ctx.fail(id, why, ctx.evidence("configured").await),
     }
     // The next claim needs devices of this one on a node of the profile's size.
@@ -132,10 +133,14 @@ async fn per_request(ctx: &Ctx<'_>, probe: &ConfigProbe, class: &str, within: Du
         (probe.parameters)(CLAIM),
     );
     ctx.create(&claim.claim(&ctx.ns, "per-request")).await?;
-    let show = ctx.target.adapter.workload.show_and_wait();
-    let pod = REQUESTS.iter().fold(ctx.workload("per-request").claim("devices", "per-request"), |pod, r| {
-        pod.container(r, &show, "devices", Some(r))
-    });
+    let workload = &ctx.target.adapter.workload;
+    let show = workload.show_and_wait();
+    let pod = REQUESTS
+        .iter()
+        .fold(ctx.workload("per-request").claim("devices", "per-request"), |pod, r| {
+            pod.container(r, &show, "devices", Some(r))
+        })
+        .init_container(INIT, &workload.show, "devices", None);
     ctx.create(&pod.build()).await?;
     // Devices of the claim before may still be held until the kubelet has unprepared them.
     let Some(claim) = running(ctx, id, "per-request", "per-request", within * 2).await else { return Ok(()) };
@@ -153,15 +158,17 @@ async fn per_request(ctx: &Ctx<'_>, probe: &ConfigProbe, class: &str, within: Du
             wrong.push(format!("container {r} (request {r}): {why}"));
         }
     }
-    if let Err(why) = shows(ctx, probe, "per-request", WHOLE, &whole).await {
-        wrong.push(format!("container {WHOLE} (the whole claim): {why}"));
+    for (container, what) in [(WHOLE, "the whole claim"), (INIT, "an init container with the whole claim")] {
+        if let Err(why) = shows(ctx, probe, "per-request", container, &whole).await {
+            wrong.push(format!("container {container} ({what}): {why}"));
+        }
     }
     if wrong.is_empty() {
         ctx.pass(
             id,
             format!(
                 "each request's container sees only its device, {first}'s with the claim's configuration and \
-                 {second}'s with the class's: {}",
+                 {second}'s with the class's, and the init container and a container with the whole claim both: {}",
                 describe(&whole)
             ),
         );
@@ -232,9 +239,7 @@ async fn shows(
         let off: Vec<String> = expected
             .iter()
             .filter(|(device, want)| seen[*device] != Some(**want))
-            .map(|(device, want)| {
-                format!("device {device} shows {}, not {}", which(seen[device]), which(Some(*want)))
-            })
+            .map(|(device, want)| format!("device {device} shows {}, not {}", which(seen[device]), which(Some(*want))))
             .collect();
         if off.is_empty() { Ok(()) } else { Err(off.join("; ")) }
     };
