@@ -4,7 +4,7 @@
 //! `fidelity` test holds the emulated nodes to. The faults are those where the two could
 //! disagree: how the kubelet dials registration, how containerd resolves CDI, when the
 //! kubelet unprepares, what a kubelet restart and a reboot do, a driver restart that touches
-//! running containers. Where the machine cannot run real nodes the test says why and checks nothing.
+//! running containers, which request's devices each container gets. Where the machine cannot run real nodes the test says why and checks nothing.
 
 mod fidelity_common;
 
@@ -14,7 +14,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 /// Faults whose verdict depends on the node's kubelet or runtime, by their `--fault` name:
 /// registration as the kubelet dials it, CDI as containerd resolves it, unprepare as the
 /// kubelet calls it, a kubelet restart, a reboot, the kubelet's slice wipe after an outage, a
-/// driver restart under running containers. Faults
+/// driver restart under running containers, the devices of which request a container gets.
+/// Faults
 /// that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
 const NODE_DEPENDENT: &[&str] = &[
@@ -27,6 +28,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "trust-checkpoint",
     "trust-published",
     "expire-cdi-spec=10",
+    "config-to-every-request",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).
