@@ -62,8 +62,8 @@ pub fn seen_config(log: &str) -> BTreeMap<String, Option<usize>> {
     let vars: Vec<(&str, &str)> = log.lines().filter_map(|l| l.split_once('=')).collect();
     let mut out = BTreeMap::new();
     for (var, device) in &vars {
-        let Some(index) = var.strip_prefix("DRACHECK_MOCK_DEVICE_") else { continue };
-        let setting = format!("DRACHECK_MOCK_CONFIG_{index}_{PROBE_SETTING}");
+        let Some(Ok(index)) = var.strip_prefix("DRACHECK_MOCK_DEVICE_").map(str::parse) else { continue };
+        let setting = crate::cdi::config_var(index, PROBE_SETTING);
         let variant = vars
             .iter()
             .find(|(v, _)| *v == setting)

@@ -28,9 +28,14 @@ pub fn device_env(index: usize, device: &str) -> String {
     format!("DRACHECK_MOCK_DEVICE_{index}={device}")
 }
 
-/// Environment variable of a setting of a device's opaque configuration (see `config`).
-pub fn config_env(index: usize, name: &str, value: &str) -> String {
-    format!("DRACHECK_MOCK_CONFIG_{index}_{name}={value}")
+/// The name of the environment variable of a setting of a device's opaque configuration (see
+/// `config`).
+pub fn config_var(index: usize, name: &str) -> String {
+    format!("DRACHECK_MOCK_CONFIG_{index}_{name}")
+}
+
+fn config_env(index: usize, name: &str, value: &str) -> String {
+    format!("{}={value}", config_var(index, name))
 }
 
 pub fn spec(claim: &PreparedClaim) -> serde_json::Value {

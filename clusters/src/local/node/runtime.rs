@@ -64,8 +64,6 @@ struct Container {
     exited_at: Option<Instant>,
     restart_count: i32,
     last_exit_code: Option<i32>,
-    /// The exit code once it ended for good (no restart follows).
-    exit: Option<i32>,
     /// What the last poll saw.
     last_status: Option<ContainerStatus>,
 }
@@ -80,8 +78,15 @@ impl Container {
             exited_at: None,
             restart_count: 0,
             last_exit_code: None,
-            exit: None,
             last_status: None,
+        }
+    }
+
+    /// The exit code once it ended for good (no restart follows), as the last poll saw it.
+    fn exit(&self) -> Option<i32> {
+        match self.last_status.as_ref()?.state {
+            State::Terminated { exit_code, .. } => Some(exit_code),
+            State::Running { .. } | State::Waiting { .. } => None,
         }
     }
 
@@ -105,8 +110,14 @@ struct PodRun {
     /// The other containers, created once every init container has completed.
     specs: Vec<ContainerSpec>,
     containers: Vec<Container>,
-    /// An init container failed and the pod's `restartPolicy` is `Never`: nothing more runs.
-    init_failed: Option<i32>,
+}
+
+impl PodRun {
+    /// The exit code of an init container that failed for good (the pod's `restartPolicy` is
+    /// `Never`): nothing more runs.
+    fn init_failed(&self) -> Option<i32> {
+        self.init.last()?.exit().filter(|code| *code != 0)
+    }
 }
 
 /// The reason a container waits while the pod's init containers run.
@@ -168,29 +179,31 @@ impl Runtime {
     pub fn start_pod(&self, pod_uid: &str, init: Vec<ContainerSpec>, specs: Vec<ContainerSpec>) -> Result<(), String> {
         let dir = self.pods_dir.join(pod_uid);
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let mut run =
-            PodRun { init_pending: init.into(), init: Vec::new(), specs, containers: Vec::new(), init_failed: None };
+        let mut run = PodRun { init_pending: init.into(), init: Vec::new(), specs, containers: Vec::new() };
         self.advance(pod_uid, &mut run)?;
         self.pods.lock().unwrap().insert(pod_uid.to_string(), run);
         Ok(())
     }
 
     /// Creates what may run next: the next init container once the one before completed,
-    /// then the other containers.
+    /// then the other containers, all or none (those created before a failure are stopped
+    /// again as they are dropped, and the next call tries them all anew).
     fn advance(&self, pod_uid: &str, run: &mut PodRun) -> Result<(), String> {
-        let last_done = run.init.last().is_none_or(|c| c.exit == Some(0));
-        if !last_done || run.init_failed.is_some() || !run.containers.is_empty() {
+        let last_done = run.init.last().is_none_or(|c| c.exit() == Some(0));
+        if !last_done || !run.containers.is_empty() {
             return Ok(());
         }
-        if let Some(spec) = run.init_pending.pop_front() {
-            let process = self.spawn(pod_uid, &spec, false)?;
+        if let Some(spec) = run.init_pending.front() {
+            let process = self.spawn(pod_uid, spec, false)?;
+            let spec = run.init_pending.pop_front().expect("its front was just read");
             run.init.push(Container::new(spec, process));
             return Ok(());
         }
-        for spec in run.specs.clone() {
-            let process = self.spawn(pod_uid, &spec, false)?;
-            run.containers.push(Container::new(spec, process));
-        }
+        run.containers = run
+            .specs
+            .iter()
+            .map(|spec| Ok(Container::new(spec.clone(), self.spawn(pod_uid, spec, false)?)))
+            .collect::<Result<_, String>>()?;
         Ok(())
     }
 
@@ -225,13 +238,7 @@ impl Runtime {
         let mut pods = self.pods.lock().unwrap();
         let Some(run) = pods.get_mut(pod_uid) else { return Vec::new() };
         if let Some(c) = run.init.last_mut() {
-            let restart = |code: i32| restart_policy != "Never" && code != 0;
-            let status = self.observe(pod_uid, c, restart);
-            if let State::Terminated { exit_code, .. } = status.state
-                && exit_code != 0
-            {
-                run.init_failed = Some(exit_code);
-            }
+            self.observe(pod_uid, c, |code| restart_policy != "Never" && code != 0);
         }
         if let Err(message) = self.advance(pod_uid, run) {
             // Tried again at the next poll, as a restart whose creation failed is.
@@ -245,7 +252,7 @@ impl Runtime {
         }
         if run.containers.is_empty() {
             let now = dracheck_objects::now();
-            let state = |_: &ContainerSpec| match run.init_failed {
+            let state = |_: &ContainerSpec| match run.init_failed() {
                 Some(exit_code) => State::Terminated { exit_code, started_at: now, finished_at: now },
                 None => State::Waiting { reason: POD_INITIALIZING.into(), message: String::new() },
             };
@@ -265,10 +272,7 @@ impl Runtime {
             "OnFailure" => code != 0,
             _ => false,
         };
-        let mut containers = std::mem::take(&mut run.containers);
-        let out = containers.iter_mut().map(|c| self.observe(pod_uid, c, restart)).collect();
-        run.containers = containers;
-        out
+        run.containers.iter_mut().map(|c| self.observe(pod_uid, c, restart)).collect()
     }
 
     /// A container's state, after restarting it if it exited and `restart` says so for its
@@ -276,9 +280,6 @@ impl Runtime {
     fn observe(&self, pod_uid: &str, c: &mut Container, restart: impl Fn(i32) -> bool) -> ContainerStatus {
         let status = self.observed(pod_uid, c, restart);
         c.last_status = Some(status.clone());
-        if let State::Terminated { exit_code, .. } = status.state {
-            c.exit = Some(exit_code);
-        }
         status
     }
 

@@ -180,9 +180,7 @@ async fn per_request(ctx: &Ctx<'_>, probe: &ConfigProbe, class: &str, within: Du
 
 /// Which configuration each device has, in words.
 fn describe(devices: &BTreeMap<String, usize>) -> String {
-    let mut out: Vec<String> = devices.iter().map(|(d, c)| format!("{d}: {}", which(Some(*c)))).collect();
-    out.sort();
-    out.join(", ")
+    devices.iter().map(|(d, c)| format!("{d}: {}", which(Some(*c)))).collect::<Vec<_>>().join(", ")
 }
 
 fn which(config: Option<usize>) -> &'static str {
