@@ -93,9 +93,9 @@ const NEEDS_ALLOCATION: &[&str] =
 pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "fail-prepare=2",
-        misbehaviour: "the first 2 NodePrepareResources calls fail; the kubelet's retries hide it from workloads",
+        misbehaviour: "the first 2 NodePrepareResources calls of each driver process fail; the kubelet tries a pod's prepare again only at its next resync, 60–90 s later, so the first pods on a node may miss their deadlines and hold their devices meanwhile",
         breaks: &[NEEDS_PREPARE],
-        may_break: &[],
+        may_break: &[NEEDS_RUNNING_WORKLOADS, NEEDS_ALLOCATION],
     },
     FaultCase {
         fault: "hang-prepare",

@@ -21,14 +21,40 @@ use super::events::Log;
 use super::logs::PodIndex;
 use super::runtime::{ContainerSpec, ContainerStatus, POD_INITIALIZING, Runtime, State};
 
-/// Retry backoff after a failed prepare or start, doubling up to the cap.
-const BACKOFF_START: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(16);
+/// When the kubelet syncs a pod again after a failed start (`pod_workers.go` completeWork).
+/// A sync that returned an error (a container that could not be created) is requeued after the
+/// back-off period, 10 s. A failed NodePrepareResources is not such an error: kuberuntime's
+/// SyncPod records an event and returns without one, so the pod waits for the regular resync,
+/// the kubelet's `syncFrequency` of 1 min. Both are jittered by up to half again.
+const SYNC_ERROR_RETRY: Duration = Duration::from_secs(10);
+const RESYNC: Duration = Duration::from_secs(60);
+
+/// The kubelet's wait before it syncs a pod again whose start failed for `reason`.
+fn retry_after(reason: &str) -> Duration {
+    if reason == PREPARE_FAILED { RESYNC } else { SYNC_ERROR_RETRY }
+}
+
+/// How long after its start the kubelet first syncs its pods. Measured on the real kubelet
+/// (v1.37, a node reboot): its plugin watcher registers a driver's socket within 0.1 s, its
+/// first "SyncLoop ADD" comes 1 s after start (the sync loop waits for the runtime's first
+/// status and the pod source's first list). A driver started with its node is therefore
+/// registered before the kubelet prepares anything; a prepare before that would fail and, as
+/// above, wait a whole resync.
+const FIRST_SYNC_DELAY: Duration = Duration::from_secs(1);
+
+/// `base` stretched by a random fraction of up to half of it, as `wait.Jitter(base, 0.5)`.
+fn jittered(base: Duration) -> Duration {
+    use std::hash::BuildHasher as _;
+    let random = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    base + base.mul_f64(0.5 * (random % 1000) as f64 / 1000.0)
+}
+
+/// The event reason of a failed prepare, as the kubelet's.
+const PREPARE_FAILED: &str = "FailedPrepareDynamicResources";
 
 #[derive(Default)]
 struct Progress {
     next_try: Option<Instant>,
-    backoff: Duration,
     last_event: Option<String>,
     last_status: Option<String>,
     /// The claims were unprepared after the containers ended (or there was nothing to do).
@@ -63,7 +89,10 @@ impl PodWorker {
                 return;
             }
             // Until the first list arrives, an empty store would look like "all pods gone".
-            _ = store.wait_until_ready() => {}
+            _ = async {
+                store.wait_until_ready().await.ok();
+                tokio::time::sleep(FIRST_SYNC_DELAY).await;
+            } => {}
         }
         loop {
             let pods = store.state();
@@ -243,7 +272,6 @@ impl PodWorker {
         match self.start(pod).await {
             Ok(()) => {
                 p.known = true;
-                p.backoff = Duration::ZERO;
                 p.next_try = None;
                 self.event(pod, p, false, "Started", "started the pod's containers").await;
                 let statuses = self.runtime.poll(&uid, &restart_policy);
@@ -254,8 +282,7 @@ impl PodWorker {
                 if reason == "Failed" && started_before(pod) {
                     self.report_waiting(pod, "CreateContainerError", &message).await;
                 }
-                p.backoff = if p.backoff.is_zero() { BACKOFF_START } else { (p.backoff * 2).min(BACKOFF_MAX) };
-                p.next_try = Some(Instant::now() + p.backoff);
+                p.next_try = Some(Instant::now() + jittered(retry_after(reason)));
             }
         }
     }
@@ -263,7 +290,7 @@ impl PodWorker {
     /// Prepare, resolve CDI, start. The error is an event's reason and message.
     async fn start(&self, pod: &Pod) -> Result<(), (&'static str, String)> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let claims = self.dra.prepare_pod(pod).await.map_err(|e| ("FailedPrepareDynamicResources", e))?;
+        let claims = self.dra.prepare_pod(pod).await.map_err(|e| (PREPARE_FAILED, e))?;
         let spec = pod.spec.clone().unwrap_or_default();
         let init =
             self.container_specs(pod, spec.init_containers.iter().flatten(), &claims).map_err(|e| ("Failed", e))?;
@@ -443,4 +470,21 @@ fn started_before(pod: &Pod) -> bool {
 /// `restartPolicy` says so before it reports them).
 fn all_ended(statuses: &[ContainerStatus]) -> bool {
     !statuses.is_empty() && statuses.iter().all(|s| matches!(s.state, State::Terminated { .. }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_prepare_waits_for_the_resync_and_a_failed_container_for_the_back_off() {
+        for _ in 0..50 {
+            let prepare = jittered(retry_after(PREPARE_FAILED));
+            assert!((Duration::from_secs(60)..=Duration::from_secs(90)).contains(&prepare), "{prepare:?}");
+            let create = jittered(retry_after("Failed"));
+            assert!((Duration::from_secs(10)..=Duration::from_secs(15)).contains(&create), "{create:?}");
+        }
+        let spread: std::collections::BTreeSet<Duration> = (0..20).map(|_| jittered(RESYNC)).collect();
+        assert!(spread.len() > 1, "the retries of several pods must not all fall at once: {spread:?}");
+    }
 }
