@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use dracheck_results::{RunResult, Verdict};
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::view;
 
@@ -15,8 +15,18 @@ const EVIDENCE_LIMIT: usize = 16 * 1024;
 pub fn render(r: &RunResult) -> String {
     let mut report = Report::new(format!("dracheck: {}", view::headline(r)));
     report.set_time(Duration::from_secs_f64(r.duration_seconds.max(0.0)));
+    let started = chrono::DateTime::parse_from_rfc3339(&r.started_at).ok();
+    if let Some(t) = started {
+        report.set_timestamp(t);
+    }
     for section in view::sections(r) {
         let mut suite = TestSuite::new(format!("dracheck.{}", section.key));
+        // JUnit has no place for the run's facts but each suite's properties, which CI
+        // systems show beside the cases: what the verdicts are of.
+        suite.add_properties(properties(r));
+        if let Some(t) = started {
+            suite.set_timestamp(t);
+        }
         for g in section.guarantees {
             let mut status = match g.verdict {
                 Verdict::Pass => TestCaseStatus::success(),
@@ -40,6 +50,23 @@ pub fn render(r: &RunResult) -> String {
         report.add_test_suite(suite);
     }
     report.to_string().expect("a JUnit report of plain strings serializes")
+}
+
+/// The facts a verdict holds for: the driver and its version, the Kubernetes version and the
+/// cluster it ran on.
+fn properties(r: &RunResult) -> Vec<Property> {
+    let mut out = vec![
+        Property::new("dracheck.version", r.dracheck_version.as_str()),
+        Property::new("driver", r.driver.name.as_str()),
+        Property::new("driver.version", r.driver.version.as_str()),
+        Property::new("kubernetes.version", r.cluster.kubernetes_version.as_str()),
+        Property::new("cluster", r.cluster.provider.as_str()),
+        Property::new("cluster.nodes", r.cluster.nodes.to_string()),
+    ];
+    if let Some(kind) = &r.cluster.node_kind {
+        out.push(Property::new("cluster.node-kind", kind.as_str()));
+    }
+    out
 }
 
 fn evidence_summary(g: &dracheck_results::GuaranteeResult) -> String {

@@ -34,10 +34,14 @@ impl Format {
         }
     }
 
-    /// The file next to `result.json`: `result.junit.xml`, `result.md`, `result.html`.
+    /// The file next to `result.json`: `junit_result.xml` (the name CI systems collect:
+    /// Prow's `junit_*.xml` in `$ARTIFACTS`), `result.md`, `result.html`.
     pub fn beside(self, json: &Path) -> PathBuf {
         match self {
-            Format::Junit => json.with_extension("junit.xml"),
+            Format::Junit => {
+                let stem = json.file_stem().map(|s| s.to_string_lossy()).unwrap_or_default();
+                json.with_file_name(format!("junit_{stem}.xml"))
+            }
             Format::Markdown => json.with_extension("md"),
             Format::Html => json.with_extension("html"),
         }

@@ -121,6 +121,6 @@ fn files_beside_the_json() {
     let json = dir.path().join("mock-v1.37.2-run1.json");
     let written = dracheck_report::render_beside(&json, &fixture(), &Redactor::default()).unwrap();
     let names: Vec<String> = written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["mock-v1.37.2-run1.junit.xml", "mock-v1.37.2-run1.md", "mock-v1.37.2-run1.html"]);
+    assert_eq!(names, ["junit_mock-v1.37.2-run1.xml", "mock-v1.37.2-run1.md", "mock-v1.37.2-run1.html"]);
     assert!(written.iter().all(|p| std::fs::metadata(p).unwrap().len() > 200));
 }

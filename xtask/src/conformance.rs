@@ -69,8 +69,9 @@ pub struct ConformanceArgs {
     /// Feature gates for every component of the local cluster.
     #[arg(long, default_value = "")]
     pub feature_gates: String,
-    /// Where to write the JSON result.
-    #[arg(long, default_value = "reports")]
+    /// Where to write the JSON result and its reports (`junit_*.xml`, Markdown, HTML): the
+    /// CI's `$ARTIFACTS` where that is set, else `reports`.
+    #[arg(long, env = "ARTIFACTS", default_value = "reports")]
     pub out: PathBuf,
     /// Leave the local cluster running after the run, its nodes and drivers included (the
     /// drivers restarted under a detached agent); prints how to stop it.
@@ -471,7 +472,22 @@ fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: R
         }
         Err(e) => eprintln!("dracheck: the result is written, but rendering its reports failed: {e}"),
     }
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let summary = PathBuf::from(summary);
+        if let Err(e) = append_summary(&summary, &result) {
+            eprintln!("dracheck: could not append the summary to $GITHUB_STEP_SUMMARY ({}): {e}", summary.display());
+        }
+    }
     Ok(if result.all_held() { exit::OK } else { exit::FAILED })
+}
+
+/// Appends the Markdown report to `path`, the file GitHub Actions shows as the job's summary
+/// (`$GITHUB_STEP_SUMMARY`): other steps write there too, so it is appended to, not replaced.
+fn append_summary(path: &std::path::Path, result: &RunResult) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let text = dracheck_report::render(result, dracheck_report::Format::Markdown, &Default::default());
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    writeln!(file, "{}", text.trim_end())
 }
 
 /// Writes a finished result to `file`; where that fails (`--out` was writable when the run

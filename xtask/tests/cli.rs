@@ -197,22 +197,19 @@ fn conformance_refuses_bad_input_before_starting_anything(#[case] args: &[&str],
 
 #[test]
 fn conformance_writes_a_result_and_a_summary() {
+    // As a CI job runs it: no --out, the results go to $ARTIFACTS, the Markdown summary is
+    // appended to what earlier steps left in $GITHUB_STEP_SUMMARY.
     let out_dir = tempfile::tempdir().unwrap();
+    let summary = out_dir.path().join("step-summary.md");
+    std::fs::write(&summary, "## an earlier step\n").unwrap();
     let out = xtask(
-        &[
-            "conformance",
-            "--only",
-            "plugin.registration.*",
-            "--only",
-            "versions.*",
-            "--nodes",
-            "1",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-        ],
-        &[],
+        &["conformance", "--only", "plugin.registration.*", "--only", "versions.*", "--nodes", "1"],
+        &[("ARTIFACTS", out_dir.path().to_str().unwrap()), ("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())],
     );
     assert!(out.status.success(), "{}", text(&out));
+    let summary = std::fs::read_to_string(&summary).unwrap();
+    assert!(summary.starts_with("## an earlier step\n"), "the summary is appended to: {summary}");
+    assert!(summary.contains("plugin.registration.info") && summary.contains("versions.kubernetes"), "{summary}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("PASS  driver               plugin.registration.info"), "{stdout}");
     assert!(stdout.contains("versions.kubernetes"), "{stdout}");
@@ -222,9 +219,12 @@ fn conformance_writes_a_result_and_a_summary() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     assert_eq!(files.len(), 1, "one JSON result: {files:?}");
-    for ext in ["junit.xml", "md", "html"] {
-        assert!(files[0].with_extension(ext).is_file(), "{ext} is rendered next to the result");
+    for f in dracheck_report::Format::ALL {
+        assert!(f.beside(&files[0]).is_file(), "{f:?} is rendered next to the result");
     }
+    let junit = dracheck_report::Format::Junit.beside(&files[0]);
+    let name = junit.file_name().unwrap().to_string_lossy();
+    assert!(name.starts_with("junit_") && name.ends_with(".xml"), "CI systems collect junit_*.xml: {name}");
     let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     assert_eq!(result["schema_version"], 1);
     assert_eq!(result["cluster"]["provider"], "local");

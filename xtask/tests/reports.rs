@@ -52,8 +52,8 @@ fn compare_two_local_runs_with_different_inventories() {
     let b = local_run(&inventory_b, &tmp.path().join("b"));
 
     for json in [&a, &b] {
-        for ext in ["junit.xml", "md", "html"] {
-            assert!(json.with_extension(ext).is_file(), "the run renders {ext} next to {}", json.display());
+        for f in dracheck_report::Format::ALL {
+            assert!(f.beside(json).is_file(), "the run renders {f:?} next to {}", json.display());
         }
     }
 

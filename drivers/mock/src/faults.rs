@@ -2,7 +2,7 @@
 //! can prove it notices. [`TABLE`] is the one place a fault is named, documented and parsed;
 //! the guarantee IDs in its comments are the ones the suite reports. The table of which fault
 //! breaks which guarantee is `suites/src/fidelity.rs`, shown in drivers/mock/README.md and
-//! checked against real runs by `suites/tests/fidelity.rs`.
+//! checked against real runs by `suites/tests/fidelity/`.
 
 use std::fmt;
 use std::str::FromStr;

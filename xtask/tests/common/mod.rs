@@ -10,10 +10,10 @@ pub fn xtask(args: &[&str]) -> Output {
 }
 
 /// With `envs` set, and without the caller's KUBECONFIG, so that no test reaches a cluster it
-/// did not name.
+/// did not name, nor the CI's `$ARTIFACTS` and `$GITHUB_STEP_SUMMARY`, which a run writes to.
 pub fn xtask_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.args(args).env_remove("KUBECONFIG");
+    cmd.args(args).env_remove("KUBECONFIG").env_remove("ARTIFACTS").env_remove("GITHUB_STEP_SUMMARY");
     for (k, v) in envs {
         cmd.env(k, v);
     }

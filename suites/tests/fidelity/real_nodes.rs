@@ -6,9 +6,9 @@
 //! kubelet unprepares, what a kubelet restart and a reboot do, a driver restart that touches
 //! running containers, which request's devices each container gets. Where the machine cannot run real nodes the test says why and checks nothing.
 
-mod fidelity_common;
-
 use dracheck_clusters::local::NodeKind;
+
+use super::common;
 use dracheck_suites::fidelity::{FAULTS, FaultCase};
 
 /// Faults whose verdict depends on the node's kubelet or runtime, by their `--fault` name:
@@ -45,7 +45,7 @@ async fn real_nodes_give_the_verdicts_of_the_fidelity_table() {
         return;
     }
     let cases = node_dependent();
-    fidelity_common::check_table(cases, 1, CONCURRENT_RUNS, NodeKind::Real).await;
+    common::check_table(cases, 1, CONCURRENT_RUNS, NodeKind::Real).await;
 }
 
 #[test]

@@ -7,8 +7,14 @@
 //! `DRACHECK_FIDELITY_ONLY=fault1,fault2` limits the run to those faults (their `--fault`
 //! switches as the table spells them, or just their names before `=`, which picks every row
 //! of that name) and one run of the good mock; unset, everything runs.
+//!
+//! The same table on real nodes (`real_nodes`) is a test of this binary, not one of its own:
+//! both are mostly waiting on timeouts (the emulated runs leave about three quarters of the
+//! machine's CPU idle), so they run side by side on libtest's threads instead of one after
+//! the other.
 
-mod fidelity_common;
+mod common;
+mod real_nodes;
 
 use dracheck_clusters::local::NodeKind;
 use dracheck_suites::fidelity::{FAULTS, FaultCase};
@@ -47,9 +53,9 @@ async fn the_good_mock_passes_everything_and_each_fault_breaks_exactly_its_guara
     let cases = selected().unwrap_or_else(|e| panic!("{e}"));
     let good_runs = if cases.len() == FAULTS.len() { 3 } else { 1 };
     // The whole table on emulated nodes, which `cargo xtask test` selects (DRACHECK_NODE_KIND);
-    // `real_node_fidelity` checks the faults whose verdict a real node could change.
+    // `real_nodes` checks the faults whose verdict a real node could change.
     let kind = std::env::var("DRACHECK_NODE_KIND").ok().and_then(|k| k.parse().ok()).unwrap_or(NodeKind::Emulated);
-    fidelity_common::check_table(cases, good_runs, CONCURRENT_RUNS, kind).await;
+    common::check_table(cases, good_runs, CONCURRENT_RUNS, kind).await;
 }
 
 #[test]
