@@ -102,6 +102,17 @@ pub struct ConfigProbe {
     pub seen: fn(log: &str) -> std::collections::BTreeMap<String, Option<usize>>,
 }
 
+/// A second driver the suite runs beside the one under test on a node of a cluster it started
+/// (the mock under another name, with its own CDI kind and variables), for the checks of two
+/// drivers sharing a node and a claim.
+#[derive(Clone)]
+pub struct Companion {
+    /// How it starts on a node; its `name` is its DRA driver name.
+    pub spec: spec::DriverSpec,
+    /// The devices it gave a container that shows its environment.
+    pub seen: SeenDevices,
+}
+
 /// How many configurations a [`ConfigProbe`] tells apart: one for a class, one for a claim.
 pub const CONFIG_VARIANTS: usize = 2;
 
@@ -220,13 +231,20 @@ pub struct SeenOther {
     pub allocated: Vec<String>,
 }
 
-/// A binary of this workspace: next to the running executable's target dir when `cargo test`
-/// or `cargo build` already made it, else built now with cargo.
+/// A binary of this workspace, next to the running executable: as `cargo test` built it, or
+/// built (brought up to date) now with cargo.
 pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, AdapterError> {
     let exe = std::env::current_exe().map_err(AdapterError::CurrentExe)?;
     // target/<profile>/deps/<test> or target/<profile>/<bin>
     let candidates: Vec<PathBuf> = exe.ancestors().skip(1).take(2).map(|d| d.join(bin)).collect();
-    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+    // A test binary runs under `cargo test`, which built the workspace's binaries with it and
+    // holds the build dir's lock meanwhile. Anything else (`cargo xtask`) asks cargo, which
+    // does nothing if the binary is current: one left from before a change of its sources
+    // would give the verdicts of the old driver.
+    let under_test = exe.parent().is_some_and(|d| d.ends_with("deps"));
+    if let Some(found) = candidates.iter().find(|p| p.is_file())
+        && under_test
+    {
         return Ok(found.clone());
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

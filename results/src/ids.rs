@@ -33,6 +33,9 @@ pub const LIFECYCLE_CONTAINER_RESTART: &str = "lifecycle.container-restart";
 pub const CONFIG_CLASS_AND_CLAIM: &str = "config.class-and-claim";
 pub const CONFIG_PER_REQUEST: &str = "config.per-request";
 
+// coexistence
+pub const DRIVERS_COEXIST: &str = "drivers.coexist";
+
 // driverRestart
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";

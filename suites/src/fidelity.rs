@@ -72,6 +72,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     LIFECYCLE_CONTAINER_RESTART,
     CONFIG_CLASS_AND_CLAIM,
     CONFIG_PER_REQUEST,
+    DRIVERS_COEXIST,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
@@ -178,6 +179,7 @@ pub const FAULTS: &[FaultCase] = &[
             LIFECYCLE_CONTAINER_RESTART,
             CONFIG_CLASS_AND_CLAIM,
             CONFIG_PER_REQUEST,
+            DRIVERS_COEXIST,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[],
@@ -193,6 +195,7 @@ pub const FAULTS: &[FaultCase] = &[
             LIFECYCLE_CONTAINER_RESTART,
             CONFIG_CLASS_AND_CLAIM,
             CONFIG_PER_REQUEST,
+            DRIVERS_COEXIST,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[],
@@ -317,7 +320,9 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "prepare-every-result",
         misbehaviour: "prepare takes every allocation result of a claim as its own, also another driver's, and fails on the device it does not have",
-        breaks: &[&[PLUGIN_PREPARE_OWN_RESULTS_ONLY]],
+        // The plugin tier hands it such a claim; the cluster tier's second driver on a node
+        // shares one with it, and the kubelet asks both to prepare it.
+        breaks: &[&[PLUGIN_PREPARE_OWN_RESULTS_ONLY, DRIVERS_COEXIST]],
         may_break: &[],
     },
     FaultCase {

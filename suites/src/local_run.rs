@@ -34,6 +34,9 @@ pub struct LocalRun {
     pub parallel: usize,
     /// Leave the cluster running: returned instead of stopped.
     pub keep_cluster: bool,
+    /// The second driver of the checks of two drivers on one node; without it they are
+    /// skipped.
+    pub companion: Option<crate::adapters::Companion>,
 }
 
 /// Nodes of a default run: every scenario role of the shipped profiles of the mock on a node
@@ -56,6 +59,7 @@ impl LocalRun {
             scenario_timeout: Duration::from_secs(300),
             parallel: 0,
             keep_cluster: false,
+            companion: None,
         })
     }
 }
@@ -108,7 +112,8 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         work_dir: cluster.state_dir().join("p"),
     });
     let nodes = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
-    let target = Target::new(cluster.client(), cfg.adapter, facts, driver, nodes, Some(cluster), None, access);
+    let mut target = Target::new(cluster.client(), cfg.adapter, facts, driver, nodes, Some(cluster), None, access);
+    target.companion = cfg.companion;
     let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
     let started =
         Started { begun, started_at, build, phases: vec![("build", build), ("cluster-start", cluster_start)] };

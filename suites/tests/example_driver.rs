@@ -11,8 +11,10 @@ use dracheck_suites::result::Verdict;
 async fn the_example_driver_meets_every_guarantee_but_its_recorded_findings() {
     let progress = Progress::to(|l| eprintln!("[example] {l}"));
     let bin = dracheck_example_driver::binary(&progress).await.unwrap_or_else(|e| panic!("{e}"));
-    let cfg =
+    let mut cfg =
         LocalRun::default_for(dracheck_example_driver::adapter(&bin, DEVICES_PER_NODE)).expect("the run is set up");
+    // The mock beside it on one node, as `cargo xtask conformance` runs it.
+    cfg.companion = Some(dracheck_mock_driver::adapter::companion().expect("the mock as the second driver"));
     let result = local_run::run(cfg, &local_run::run_id(), &progress)
         .await
         .map_err(|e| e.message)

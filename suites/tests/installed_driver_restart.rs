@@ -83,6 +83,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         filter: Filter { only: vec!["driver.restart.*".into()], skip: Vec::new() },
         scenario_timeout: Duration::from_secs(240),
         parallel: 0,
+        companion: None,
         driver_pods: Some(DriverPods { namespace: Some("default".into()), selector: "app=dracheck-mock".into() }),
     };
     let result =

@@ -154,6 +154,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
         filter: Filter::default(),
         scenario_timeout: Duration::from_secs(240),
         parallel: 0,
+        companion: None,
         driver_pods: None,
     };
     let result =

@@ -114,6 +114,7 @@ async fn conformance(runs: usize, node_kind: &str) -> u8 {
             }
         };
         cfg.cluster.node_kind = kind;
+        cfg.companion = crate::drivers::companion();
         nodes = cfg.nodes;
         let progress = Progress::quiet();
         let result = match local_run::run(cfg, &local_run::run_id(), &progress).await {

@@ -202,6 +202,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
         parallel: args.parallel,
         keep_cluster: args.keep_cluster,
+        companion: crate::drivers::companion(),
     };
     let run_id = local_run::run_id();
     // On Ctrl-C the run's future is dropped: the cluster handle inside stops every process
@@ -414,6 +415,8 @@ async fn existing(
         filter: Filter { only: args.only.clone(), skip: args.skip.clone() },
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
         parallel: args.parallel,
+        // Only where the suite started the nodes: elsewhere it cannot run a driver on one.
+        companion: if started_here { crate::drivers::companion() } else { None },
     };
     let run_id = local_run::run_id();
     // On Ctrl-C the run's future is dropped, and with it a local cluster inside it.

@@ -204,3 +204,18 @@ fn custom(bin: &Path, name: &str, args: &[String], version: Option<&str>) -> Res
     }
     adapters::binary_adapter(bin, name, args, version).map_err(|e| (exit::BAD_INPUT, format!("{e}; fix --driver-arg")))
 }
+
+/// The second driver of the checks of two drivers on one node: the mock under another name,
+/// also beside the mock itself. Where it cannot be built the run goes on, and those checks are
+/// skipped with the reason.
+pub fn companion() -> Option<adapters::Companion> {
+    match dracheck_mock_driver::adapter::companion() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!(
+                "dracheck: the mock, which runs as the second driver, is not available ({e}); coexistence is skipped"
+            );
+            None
+        }
+    }
+}

@@ -42,9 +42,17 @@ fn fault_args(faults: &[String]) -> Vec<String> {
 
 /// The mock's CDI edits set `DRACHECK_MOCK_DEVICE_<n>=<device>` per prepared device.
 pub fn seen_devices(log: &str) -> Vec<String> {
+    seen_devices_with(crate::cdi::DEFAULT_ENV_PREFIX, log)
+}
+
+/// The devices a mock started with `--env-prefix=<prefix>` gave a container that printed its
+/// environment as `log`: `<prefix>_DEVICE_<n>=<device>`.
+pub fn seen_devices_with(prefix: &str, log: &str) -> Vec<String> {
+    let start = format!("{prefix}_DEVICE_");
     log.lines()
-        .filter(|l| l.starts_with("DRACHECK_MOCK_DEVICE_"))
-        .filter_map(|l| l.split_once('=').map(|(_, v)| v.trim().to_string()))
+        .filter_map(|l| l.strip_prefix(&start)?.split_once('='))
+        .filter(|(index, _)| index.parse::<usize>().is_ok())
+        .map(|(_, device)| device.trim().to_string())
         .collect()
 }
 
@@ -75,22 +83,51 @@ pub fn seen_config(log: &str) -> BTreeMap<String, Option<usize>> {
 
 /// How the mock with `inventory` and the given `--fault` switches starts on a node.
 pub fn spec(program: &Path, inventory: &Path, faults: &[String]) -> DriverSpec {
-    let (inventory, faults) = (inventory.to_path_buf(), fault_args(faults));
+    spec_named(DRIVER, program, inventory, fault_args(faults))
+}
+
+/// The driver name of the mock's second instance, for checks of two drivers on one node.
+pub const COMPANION_DRIVER: &str = "nic.mock.dracheck.io";
+/// Its variables: `DRACHECK_MOCK_NIC_DEVICE_<n>=<device>`; its CDI kind `mock.dracheck.io/nic`.
+pub const COMPANION_ENV_PREFIX: &str = "DRACHECK_MOCK_NIC";
+
+/// The mock as a second driver beside the one under test: its own name, CDI kind and
+/// variables, and an inventory of two NICs (`inventory/companion.yaml`). Its slices go with it
+/// on a clean stop, so that it leaves nothing on the node it visited.
+pub fn companion_spec(program: &Path) -> DriverSpec {
+    let inventory = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/companion.yaml");
+    let extra = vec![format!("--env-prefix={COMPANION_ENV_PREFIX}"), "--remove-slices-on-exit".into()];
+    spec_named(COMPANION_DRIVER, program, &inventory, extra)
+}
+
+/// The mock as the second driver of a run (`dracheck_adapter::Companion`), built now if it is
+/// not yet.
+pub fn companion() -> Result<dracheck_adapter::Companion, AdapterError> {
+    Ok(dracheck_adapter::Companion { spec: companion_spec(&binary()?), seen: companion_seen_devices })
+}
+
+/// The devices the companion gave a container that printed its environment as `log`.
+pub fn companion_seen_devices(log: &str) -> Vec<String> {
+    seen_devices_with(COMPANION_ENV_PREFIX, log)
+}
+
+fn spec_named(driver: &'static str, program: &Path, inventory: &Path, extra: Vec<String>) -> DriverSpec {
+    let inventory = inventory.to_path_buf();
     DriverSpec {
-        name: DRIVER.into(),
+        name: driver.into(),
         program: program.to_path_buf(),
         args: Arc::new(move |node, kubeconfig| {
             let dir = |p: PathBuf| p.display().to_string();
             let mut args = vec![
-                format!("--driver-name={DRIVER}"),
+                format!("--driver-name={driver}"),
                 format!("--node-name={}", node.name),
                 format!("--kubeconfig={}", kubeconfig.display()),
                 format!("--inventory={}", inventory.display()),
                 format!("--registrar-dir={}", dir(node.registry_dir())),
-                format!("--plugin-dir={}", dir(node.plugins_dir().join(DRIVER))),
+                format!("--plugin-dir={}", dir(node.plugins_dir().join(driver))),
                 format!("--cdi-dir={}", dir(node.cdi_dir())),
             ];
-            args.extend(faults.iter().cloned());
+            args.extend(extra.iter().cloned());
             args
         }),
     }
@@ -122,7 +159,10 @@ mod tests {
     }
 
     #[test]
-    fn the_shipped_inventory_is_there() {
+    fn the_shipped_inventories_are_there() {
         assert!(default_inventory().is_file(), "{}", default_inventory().display());
+        let companion = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/companion.yaml");
+        let devices = crate::inventory::Inventory::load(&companion).unwrap().devices_for("any-node").unwrap().len();
+        assert_eq!(devices, 2, "the companion has two devices on every node");
     }
 }

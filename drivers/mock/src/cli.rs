@@ -61,6 +61,12 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
+    /// Prefix of the environment variables the CDI specs set (`<PREFIX>_DEVICE_<n>`,
+    /// `<PREFIX>_CLAIM_UID`, …). A second mock on the same node, under another --driver-name,
+    /// needs a prefix of its own; its CDI kind follows its driver name.
+    #[arg(long, value_name = "PREFIX", default_value = crate::cdi::DEFAULT_ENV_PREFIX, value_parser = env_prefix)]
+    pub env_prefix: String,
+
     /// Delete this node's slices on a clean shutdown (SIGTERM, SIGINT). By default they are
     /// kept, so that a quick restart does not make the devices disappear.
     #[arg(long)]
@@ -69,6 +75,18 @@ pub struct Args {
     /// Switch on a fault (repeatable; --help lists them). See README.md.
     #[arg(long = "fault", value_name = "NAME[=ARG]", long_help = crate::faults::help())]
     pub faults: Vec<Fault>,
+}
+
+/// A prefix that makes valid variable names: an ASCII letter or `_` first, then letters,
+/// digits and `_`.
+fn env_prefix(s: &str) -> Result<String, String> {
+    let mut chars = s.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not a variable name prefix: use letters, digits and _, not starting with a digit"))
+    }
 }
 
 /// Unlike clap's own path parser, takes the empty default that only `--version` leaves.

@@ -51,6 +51,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     let mut terminate = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
     let mut interrupt = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
 
+    crate::cdi::configure(&args.driver_name, &args.env_prefix);
     let inventory = Inventory::load(&args.inventory)?;
     let devices = inventory.devices_for(&args.node_name)?.to_vec();
     let faults: Arc<Faults> = Arc::new(args.faults.iter().chain(inventory.faults()).cloned().collect());

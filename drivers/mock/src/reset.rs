@@ -1,7 +1,7 @@
 //! The `reset-devices-on-start` fault: a driver that resets the devices it finds prepared
 //! when it starts, as a GPU reset during initialisation does, ends the workloads that use
 //! them. The mock's devices are environment variables, so their users are the processes
-//! whose environment carries `DRACHECK_MOCK_CLAIM_UID` of a claim in the checkpoint.
+//! whose environment carries `<prefix>_CLAIM_UID` (`cdi::claim_uid_env`) of a claim in the checkpoint.
 
 use std::collections::BTreeSet;
 
@@ -10,8 +10,7 @@ use crate::log;
 
 /// Sends SIGKILL to every process that uses a claim of `checkpoint`; returns how many.
 pub fn kill_users(checkpoint: &Checkpoint) -> usize {
-    let marks: BTreeSet<String> =
-        checkpoint.claims.keys().map(|uid| format!("DRACHECK_MOCK_CLAIM_UID={uid}")).collect();
+    let marks: BTreeSet<String> = checkpoint.claims.keys().map(|uid| crate::cdi::claim_uid_env(uid)).collect();
     if marks.is_empty() {
         return 0;
     }

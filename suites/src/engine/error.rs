@@ -87,6 +87,9 @@ pub enum DisruptionError {
     NoDriver(String),
     #[error("no node {0} in the local cluster")]
     NoNode(String),
+    /// The run has no second driver; the scenario should have been skipped.
+    #[error("{}", super::target::NO_COMPANION)]
+    NoCompanion,
     /// The local cluster failed to do it.
     #[error(transparent)]
     Cluster(#[from] ClusterError),

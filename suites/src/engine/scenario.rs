@@ -43,6 +43,8 @@ pub enum Disruption {
     StopsDriver,
     /// Restarts a kubelet or removes a node.
     ControlsNodes,
+    /// Runs a second driver beside the one under test on its node.
+    AddsDriver,
 }
 
 /// A scenario's body. `Err`: it could not check what it set out to (see [`ScenarioError`]);

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use dracheck_clusters::LocalCluster;
+use dracheck_clusters::local::{DriverInstance, Lifetime};
 use tokio::sync::Mutex;
 
 use super::error::DisruptionError;
@@ -41,6 +42,8 @@ pub struct Target {
     /// The driver's plugin pods (a DaemonSet's), where it was installed in the cluster: the
     /// driver is restarted through them.
     pub driver_pods: Option<DriverPods>,
+    /// The second driver the suite may run beside this one on a node it started.
+    pub companion: Option<crate::adapters::Companion>,
 }
 
 /// Label of the Nodes the plugin tier registers for its own driver instances.
@@ -49,6 +52,14 @@ pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
 /// Why a disruption cannot be done on this target.
 pub const NEEDS_NODE_CONTROL: &str = "needs control over the nodes (kubelet restarts, node removal), which only a run that starts the local \
      cluster's nodes itself has (--cluster local), not one on another cluster (--cluster kubeconfig, kind, k3s)";
+/// Why a second driver cannot join the one under test.
+pub const NEEDS_NODE_DIRS: &str = "runs the mock as a second driver beside the one under test, which needs the kubelet's plugin and CDI \
+     dirs of a node the suite started (--cluster local), not those of another cluster (--cluster kubeconfig, kind, k3s)";
+
+/// Why a second driver cannot join where the run has none.
+pub const NO_COMPANION: &str =
+    "no second driver was given to this run (`cargo xtask conformance` gives the mock, under another driver name)";
+
 /// Why an installed driver cannot be restarted.
 pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
 
@@ -92,6 +103,7 @@ impl Target {
             local: local.map(Mutex::new),
             local_driver,
             driver_pods,
+            companion: None,
         }
     }
 
@@ -136,6 +148,9 @@ impl Target {
             Disruption::StopsDriver => Some(NEEDS_DRIVER_PROCESSES),
             Disruption::ControlsNodes if self.local.is_some() => None,
             Disruption::ControlsNodes => Some(NEEDS_NODE_CONTROL),
+            Disruption::AddsDriver if self.local.is_none() => Some(NEEDS_NODE_DIRS),
+            Disruption::AddsDriver if self.companion.is_none() => Some(NO_COMPANION),
+            Disruption::AddsDriver => None,
         }
     }
 
@@ -210,6 +225,24 @@ impl Target {
             specs.insert(entry.file_name().to_string_lossy().into_owned(), text);
         }
         Some(specs)
+    }
+
+    /// Starts the run's second driver ([`Target::companion`]) on `node`, as a DaemonSet of
+    /// another vendor would run it there; it stops when the returned instance is dropped.
+    pub async fn start_companion(&self, node: &str) -> Result<DriverInstance, DisruptionError> {
+        let companion = self.companion.as_ref().ok_or(DisruptionError::NoCompanion)?;
+        let local = self.local().await?;
+        let cfg =
+            local.nodes().iter().find(|n| n.name() == node).ok_or_else(|| DisruptionError::NoNode(node.into()))?;
+        Ok(DriverInstance::start(&companion.spec, cfg.config(), local.kubeconfig(), Lifetime::Attached)?)
+    }
+
+    /// Whether the kubelet of `node` has registered `driver`'s plugin; `None` where the suite
+    /// does not run the node.
+    pub async fn registered(&self, node: &str, driver: &str) -> Option<bool> {
+        let local = self.local.as_ref()?.lock().await;
+        let n = local.nodes().iter().find(|n| n.name() == node)?;
+        Some(n.registered_drivers().iter().any(|d| d == driver))
     }
 
     /// Stops `node` and deletes its Node object.

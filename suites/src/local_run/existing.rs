@@ -29,6 +29,9 @@ pub struct ExistingRun {
     pub parallel: usize,
     /// The driver's plugin pods, for driver restarts.
     pub driver_pods: Option<crate::engine::target::DriverPods>,
+    /// The second driver of the checks of two drivers on one node, run where the suite
+    /// started the nodes (`local`).
+    pub companion: Option<crate::adapters::Companion>,
 }
 
 /// Runs the plan against a cluster where the driver is installed. Scenarios that restart
@@ -78,6 +81,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
     });
     let name = cfg.adapter.name.clone();
     let mut target = Target::new(client, cfg.adapter, facts, driver, Vec::new(), cfg.local, cfg.driver_pods, access);
+    target.companion = cfg.companion;
     target.nodes = target.live_nodes().await;
     if target.nodes.is_empty() {
         return Err(unreachable(format!(

@@ -113,6 +113,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["config"],
     },
     Family {
+        key: "coexistence",
+        parameters: &[],
+        ids: &[DRIVERS_COEXIST],
+        publishes: Publishes::All(|g| g.coexistence.is_some()),
+        scenarios: &["coexistence"],
+    },
+    Family {
         key: "driverRestart",
         parameters: &["maxDowntimeSeconds"],
         ids: &[

@@ -57,6 +57,7 @@ pub struct Guarantees {
     pub capacity_recovery: Option<CapacityRecovery>,
     pub retention: Option<Retention>,
     pub config: Option<Config>,
+    pub coexistence: Option<Coexistence>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
     pub node_restart: Option<NodeRestart>,
@@ -167,6 +168,13 @@ pub struct Retention {}
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {}
+
+/// The driver shares a node and a claim with another driver: a claim with a request for a
+/// device of each runs, each driver preparing only its own results, and both drivers' state of
+/// it goes when the pod does.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Coexistence {}
 
 /// The driver is down for at most `max_downtime_seconds` (shorter than the kubelet's 30 s
 /// slice wipe delay): running workloads keep their devices, new claims work afterwards, and

@@ -22,6 +22,7 @@ async fn run_suite(faults: &[String], kind: NodeKind) -> RunResult {
     let adapter = dracheck_mock_driver::adapter::default(faults).expect("the mock's adapter");
     let mut cfg = LocalRun::default_for(adapter).expect("the default mock run is set up");
     cfg.cluster.node_kind = kind;
+    cfg.companion = Some(dracheck_mock_driver::adapter::companion().expect("the mock as the second driver"));
     let label = format!("{}:{}", kind.name(), if faults.is_empty() { "good".to_string() } else { faults.join(",") });
     let progress = Progress::to(move |l| eprintln!("[{label}] {l}"));
     local_run::run(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).expect("the run starts").result

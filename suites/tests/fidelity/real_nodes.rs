@@ -4,7 +4,8 @@
 //! `fidelity` test holds the emulated nodes to. The faults are those where the two could
 //! disagree: how the kubelet dials registration, how containerd resolves CDI, when the
 //! kubelet unprepares, what a kubelet restart and a reboot do, a driver restart that touches
-//! running containers, which request's devices each container gets. Where the machine cannot run real nodes the test says why and checks nothing.
+//! running containers, which request's devices each container gets, how the kubelet asks two
+//! drivers to prepare one claim. Where the machine cannot run real nodes the test says why and checks nothing.
 
 use dracheck_clusters::local::NodeKind;
 
@@ -14,7 +15,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 /// Faults whose verdict depends on the node's kubelet or runtime, by their `--fault` name:
 /// registration as the kubelet dials it, CDI as containerd resolves it, unprepare as the
 /// kubelet calls it, a kubelet restart, a reboot, the kubelet's slice wipe after an outage, a
-/// driver restart under running containers, the devices of which request a container gets.
+/// driver restart under running containers, the devices of which request a container gets,
+/// the prepare of a claim that two drivers share.
 /// Faults
 /// that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
@@ -29,6 +31,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "trust-published",
     "expire-cdi-spec=10",
     "config-to-every-request",
+    "prepare-every-result",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).

@@ -179,6 +179,8 @@ struct GuaranteesFile {
     #[serde(default)]
     config: Option<Config>,
     #[serde(default)]
+    coexistence: Option<Coexistence>,
+    #[serde(default)]
     driver_restart: Option<DriverRestart>,
     #[serde(default)]
     driver_outage: Option<DriverOutage>,

@@ -226,6 +226,7 @@ impl Validator<'_> {
             capacity_recovery: g.capacity_recovery,
             retention: g.retention,
             config: g.config,
+            coexistence: g.coexistence,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,
             node_restart: g.node_restart,

@@ -1,5 +1,6 @@
 //! Cluster-tier scenarios: the real scheduler and controllers, workloads in pods.
 
+mod coexistence;
 mod common;
 mod compatible;
 mod config;
@@ -29,6 +30,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &lifecycle::SCENARIO,
         &exhaustion::SCENARIO,
         &config::SCENARIO,
+        &coexistence::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,
         &node_restart::SCENARIO,
