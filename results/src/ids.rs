@@ -28,6 +28,7 @@ pub const RETENTION_TEMPLATE_CLAIM_DELETED: &str = "retention.template-claim-del
 pub const RETENTION_STANDALONE_CLAIM_DEALLOCATED: &str = "retention.standalone-claim-deallocated";
 pub const LIFECYCLE_UNPREPARED: &str = "lifecycle.unprepared";
 pub const LIFECYCLE_CONTAINER_RESTART: &str = "lifecycle.container-restart";
+pub const LIFECYCLE_PREPARED_AND_NEW: &str = "lifecycle.prepared-and-new";
 
 // config
 pub const CONFIG_CLASS_AND_CLAIM: &str = "config.class-and-claim";

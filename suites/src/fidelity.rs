@@ -70,6 +70,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     RETENTION_STANDALONE_CLAIM_DEALLOCATED,
     LIFECYCLE_UNPREPARED,
     LIFECYCLE_CONTAINER_RESTART,
+    LIFECYCLE_PREPARED_AND_NEW,
     CONFIG_CLASS_AND_CLAIM,
     CONFIG_PER_REQUEST,
     DRIVERS_COEXIST,
@@ -177,6 +178,7 @@ pub const FAULTS: &[FaultCase] = &[
             ISOLATION_EXCLUSIVE,
             LIMITS_MAX_DEVICES_PER_CLAIM,
             LIFECYCLE_CONTAINER_RESTART,
+            LIFECYCLE_PREPARED_AND_NEW,
             CONFIG_CLASS_AND_CLAIM,
             CONFIG_PER_REQUEST,
             DRIVERS_COEXIST,
@@ -349,6 +351,15 @@ pub const FAULTS: &[FaultCase] = &[
         // The per-request claim's first request has both too.
         breaks: &[&[CONFIG_CLASS_AND_CLAIM, CONFIG_PER_REQUEST]],
         may_break: &[],
+    },
+    FaultCase {
+        fault: "drop-unlisted-claims",
+        misbehaviour: "a prepare call is taken for the node's whole set of claims: the claims it does not name are undone (CDI spec and checkpoint entry), though pods still use them",
+        breaks: &[&[LIFECYCLE_PREPARED_AND_NEW]],
+        // The lifecycle scenario starts two pods at once on its node: where the second's
+        // prepare comes between the first's and the creation of its container (on a real node
+        // its sandbox is made in between), the first cannot be created.
+        may_break: &[&[RETENTION_TEMPLATE_CLAIM_DELETED, RETENTION_STANDALONE_CLAIM_DEALLOCATED, LIFECYCLE_UNPREPARED]],
     },
 ];
 

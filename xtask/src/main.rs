@@ -10,6 +10,7 @@ mod explain;
 mod install;
 mod inventory;
 mod nodes;
+mod profiles;
 mod providers;
 mod report;
 
@@ -51,6 +52,9 @@ enum Command {
     /// What NVML says this host's GPUs are, next to what the NVIDIA driver published for its
     /// node, and where they disagree (exit 1).
     Inventory(inventory::InventoryArgs),
+    /// Work with profiles without a cluster: `profile validate FILE…`.
+    #[command(subcommand)]
+    Profile(profiles::ProfileCommand),
     /// Build (or check) the control-plane binaries, then run the workspace's tests.
     Test(TestArgs),
     /// Remove what runs that are gone (killed before their teardown) left: local state dirs
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
             Command::Explain(args) => explain::run(args).await,
             Command::Inventory(args) => inventory::run(args).await,
             Command::Cleanup(args) => cleanup::run(args).await,
+            Command::Profile(cmd) => profiles::run(cmd),
         }
     });
     ExitCode::from(code)

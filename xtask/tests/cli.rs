@@ -19,6 +19,7 @@ use std::path::Path;
 #[case::conformance(&["conformance", "--help"])]
 #[case::test(&["test", "--help"])]
 #[case::cleanup(&["cleanup", "--help"])]
+#[case::profile_validate(&["profile", "validate", "--help"])]
 fn every_command_has_help(#[case] args: &[&str]) {
     let out = xtask(args, &[]);
     assert!(out.status.success(), "{args:?}: {}", text(&out));
@@ -486,4 +487,24 @@ fn cluster_up_with_real_nodes_and_down_leaves_nothing() {
     let cgroups = dracheck_clusters::local::real::host::Cgroups::detect().unwrap();
     assert_eq!(cgroups.named_with_prefix(&prefix), Vec::<String>::new(), "the node's cgroups are removed");
     assert!(dracheck_clusters::local::real::host::mounts_under(&state).is_empty(), "no mount is left");
+}
+
+#[test]
+fn profile_validate_checks_types_semantics_and_cel_without_a_cluster() {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/mock/standard-inference.yaml");
+    let good = xtask(&["profile", "validate", shipped.to_str().unwrap()], &[]);
+    assert_eq!(good.status.code(), Some(0), "{}", text(&good));
+    assert!(text(&good).contains("valid") && text(&good).contains("drivers.coexist"), "{}", text(&good));
+
+    // A selector that does not compile: a platform team learns it before any cluster does.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.yaml");
+    let yaml = std::fs::read_to_string(&shipped).unwrap().replace(r#"model == "l4""#, r#"model == "l4" &&"#);
+    std::fs::write(&broken, yaml).unwrap();
+    let bad = xtask(&["profile", "validate", shipped.to_str().unwrap(), broken.to_str().unwrap()], &[]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    let out = text(&bad);
+    assert!(out.contains("invalid") && out.contains("broken.yaml") && out.contains("cel.expression"), "{out}");
+    assert!(out.contains("1 of 2 profile(s) invalid"), "{out}");
+    assert!(!out.contains("starting etcd"), "validate started a cluster: {out}");
 }

@@ -42,6 +42,7 @@ pub enum Fault {
     IgnoreConfig,
     ConfigToEveryRequest,
     ClassConfigWins,
+    DropUnlistedClaims,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -378,6 +379,16 @@ pub const TABLE: &[FaultSpec] = &[
         name: "class-config-wins",
         doc: "where the class's and the claim's configuration set the same value, the class's is applied",
         form: Form::Bare(Fault::ClassConfigWins),
+    },
+    // Like a driver that takes each prepare call for the node's whole set of claims and
+    // reconciles its state to it: the claims the call does not name are undone, though their
+    // pods still use them. The kubelet names only claims not yet prepared on the node, so a
+    // pod that shares a prepared claim and brings a new one cannot start. Breaks
+    // `lifecycle.prepared-and-new`.
+    FaultSpec {
+        name: "drop-unlisted-claims",
+        doc: "a prepare undoes (CDI spec and checkpoint entry) every prepared claim the call does not name",
+        form: Form::Bare(Fault::DropUnlistedClaims),
     },
 ];
 

@@ -94,6 +94,9 @@ impl Plugin {
             };
             answers.insert(claim.uid.clone(), answer);
         }
+        if faults.has(&Fault::DropUnlistedClaims) {
+            self.drop_unlisted(&mut state, &request.claims);
+        }
         Ok(dra_v1::NodePrepareResourcesResponse { claims: answers })
     }
 
@@ -201,6 +204,21 @@ impl Plugin {
             self.write_spec(&prepared)?;
         }
         Ok(prepared.response())
+    }
+
+    /// The `drop-unlisted-claims` fault: every prepared claim that `listed` does not name is
+    /// undone, as if the call were the node's whole set of claims.
+    fn drop_unlisted(&self, state: &mut State, listed: &[dra_v1::Claim]) {
+        let unlisted: Vec<String> =
+            state.checkpoint.claims.keys().filter(|uid| !listed.iter().any(|c| &c.uid == *uid)).cloned().collect();
+        for uid in unlisted {
+            state.checkpoint.claims.remove(&uid);
+            let undone = cdi::remove(&self.ctx.cdi_dir, &uid);
+            log!("fault drop-unlisted-claims: undid claim {uid}, which the call did not name ({undone:?})");
+        }
+        if let Err(e) = self.ctx.checkpoint.save(&state.checkpoint) {
+            log!("fault drop-unlisted-claims: saving the checkpoint: {e}");
+        }
     }
 
     /// Writes the claim's CDI spec; with `expire-cdi-spec=SECS` it is removed SECS later.

@@ -101,9 +101,10 @@ pub const FAMILIES: &[Family] = &[
             RETENTION_STANDALONE_CLAIM_DEALLOCATED,
             LIFECYCLE_UNPREPARED,
             LIFECYCLE_CONTAINER_RESTART,
+            LIFECYCLE_PREPARED_AND_NEW,
         ],
         publishes: Publishes::All(|g| g.retention.is_some()),
-        scenarios: &["lifecycle", "container-restart"],
+        scenarios: &["lifecycle", "container-restart", "prepared-claim"],
     },
     Family {
         key: "config",

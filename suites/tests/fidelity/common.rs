@@ -5,10 +5,36 @@
 use std::collections::BTreeMap;
 
 use dracheck_clusters::local::{NodeKind, Progress};
-use dracheck_suites::fidelity::{FaultCase, mismatch};
+use dracheck_suites::fidelity::{FAULTS, FaultCase, mismatch};
 use dracheck_suites::local_run::{self, LocalRun};
 use dracheck_suites::result::{RunResult, Verdict};
 use futures::StreamExt as _;
+
+/// The faults `DRACHECK_FIDELITY_ONLY` asks for, all of them when unset; a name the table
+/// does not know is an error that lists the known ones.
+pub fn selected() -> Result<Vec<&'static FaultCase>, String> {
+    let Some(only) = std::env::var("DRACHECK_FIDELITY_ONLY").ok().filter(|v| !v.trim().is_empty()) else {
+        return Ok(FAULTS.iter().collect());
+    };
+    let name = |f: &str| f.split_once('=').map_or(f, |(n, _)| n).to_string();
+    let mut picked = Vec::new();
+    for want in only.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let matching: Vec<&'static FaultCase> =
+            FAULTS.iter().filter(|c| c.fault == want || name(c.fault) == want).collect();
+        if matching.is_empty() {
+            let known: Vec<&str> = FAULTS.iter().map(|c| c.fault).collect();
+            return Err(format!(
+                "DRACHECK_FIDELITY_ONLY names {want:?}, which is not in fidelity::FAULTS; known: {known:?}"
+            ));
+        }
+        for case in matching {
+            if !picked.iter().any(|c: &&FaultCase| c.fault == case.fault) {
+                picked.push(case);
+            }
+        }
+    }
+    Ok(picked)
+}
 
 /// Longest first, so that the slow runs do not start last: a fault that keeps workloads from
 /// running waits out timeouts in every scenario, so the number of guarantees it may break

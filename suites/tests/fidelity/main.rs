@@ -6,7 +6,7 @@
 //!
 //! `DRACHECK_FIDELITY_ONLY=fault1,fault2` limits the run to those faults (their `--fault`
 //! switches as the table spells them, or just their names before `=`, which picks every row
-//! of that name) and one run of the good mock; unset, everything runs.
+//! of that name) and one run of the good mock, on both node kinds; unset, everything runs.
 //!
 //! The same table on real nodes (`real_nodes`) is a test of this binary, not one of its own:
 //! both are mostly waiting on timeouts (the emulated runs leave about three quarters of the
@@ -17,40 +17,14 @@ mod common;
 mod real_nodes;
 
 use dracheck_clusters::local::NodeKind;
-use dracheck_suites::fidelity::{FAULTS, FaultCase};
+use dracheck_suites::fidelity::FAULTS;
 
 /// Runs whose clusters live side by side; most of a faulty run is waiting on timeouts.
 const CONCURRENT_RUNS: usize = 4;
 
-/// The faults `DRACHECK_FIDELITY_ONLY` asks for, all of them when unset; a name the table
-/// does not know is an error that lists the known ones.
-fn selected() -> Result<Vec<&'static FaultCase>, String> {
-    let Some(only) = std::env::var("DRACHECK_FIDELITY_ONLY").ok().filter(|v| !v.trim().is_empty()) else {
-        return Ok(FAULTS.iter().collect());
-    };
-    let name = |f: &str| f.split_once('=').map_or(f, |(n, _)| n).to_string();
-    let mut picked = Vec::new();
-    for want in only.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-        let matching: Vec<&'static FaultCase> =
-            FAULTS.iter().filter(|c| c.fault == want || name(c.fault) == want).collect();
-        if matching.is_empty() {
-            let known: Vec<&str> = FAULTS.iter().map(|c| c.fault).collect();
-            return Err(format!(
-                "DRACHECK_FIDELITY_ONLY names {want:?}, which is not in fidelity::FAULTS; known: {known:?}"
-            ));
-        }
-        for case in matching {
-            if !picked.iter().any(|c: &&FaultCase| c.fault == case.fault) {
-                picked.push(case);
-            }
-        }
-    }
-    Ok(picked)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_good_mock_passes_everything_and_each_fault_breaks_exactly_its_guarantees() {
-    let cases = selected().unwrap_or_else(|e| panic!("{e}"));
+    let cases = common::selected().unwrap_or_else(|e| panic!("{e}"));
     let good_runs = if cases.len() == FAULTS.len() { 3 } else { 1 };
     // The whole table on emulated nodes, which `cargo xtask test` selects (DRACHECK_NODE_KIND);
     // `real_nodes` checks the faults whose verdict a real node could change.

@@ -16,7 +16,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 /// registration as the kubelet dials it, CDI as containerd resolves it, unprepare as the
 /// kubelet calls it, a kubelet restart, a reboot, the kubelet's slice wipe after an outage, a
 /// driver restart under running containers, the devices of which request a container gets,
-/// the prepare of a claim that two drivers share.
+/// the prepare of a claim that two drivers share, which claims of a pod the kubelet asks a
+/// driver to prepare (not those prepared on the node already).
 /// Faults
 /// that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
@@ -32,6 +33,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "expire-cdi-spec=10",
     "config-to-every-request",
     "prepare-every-result",
+    "drop-unlisted-claims",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).
@@ -41,14 +43,19 @@ fn node_dependent() -> Vec<&'static FaultCase> {
     FAULTS.iter().filter(|c| NODE_DEPENDENT.contains(&c.fault)).collect()
 }
 
+/// The node-dependent faults among those `DRACHECK_FIDELITY_ONLY` selects.
+fn selected() -> Vec<&'static FaultCase> {
+    let picked = common::selected().unwrap_or_else(|e| panic!("{e}"));
+    node_dependent().into_iter().filter(|c| picked.iter().any(|p| p.fault == c.fault)).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_nodes_give_the_verdicts_of_the_fidelity_table() {
     if let Err(reason) = dracheck_clusters::local::real::host::check_support() {
         eprintln!("skipped: real nodes cannot run here ({reason})");
         return;
     }
-    let cases = node_dependent();
-    common::check_table(cases, 1, CONCURRENT_RUNS, NodeKind::Real).await;
+    common::check_table(selected(), 1, CONCURRENT_RUNS, NodeKind::Real).await;
 }
 
 #[test]

@@ -14,8 +14,8 @@ use k8s_openapi::api::resource::v1::{
 };
 use kube::api::{Api, DeleteParams, ListParams};
 
-use super::common::{allocated, log, new_specs};
-use crate::adapters::{Companion, DeviceKey, SeenDevices, sees_exactly};
+use super::common::{log, new_specs, running, seen_by_name};
+use crate::adapters::{Companion, SeenDevices, sees_exactly};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -37,20 +37,7 @@ const COMPANION_REQUEST: &str = "companion";
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::DRIVERS_COEXIST;
-    let workload = &ctx.target.adapter.workload;
-    let seen = match (workload.seen, workload.key) {
-        (Some(seen), DeviceKey::Name) => seen,
-        _ => {
-            ctx.skip(
-                id,
-                format!(
-                    "the suite does not know how driver {} names its devices in a container",
-                    ctx.target.driver.name
-                ),
-            );
-            return Ok(());
-        }
-    };
+    let Some(seen) = seen_by_name(ctx, id) else { return Ok(()) };
     // The engine skips the scenario where the run has no second driver.
     let companion = ctx.target.companion.as_ref().ok_or(crate::engine::DisruptionError::NoCompanion)?;
     let other = companion.spec.name.as_str();
@@ -68,17 +55,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let claim = ctx.profile().claim().and_request(COMPANION_REQUEST, &class, 1);
     ctx.create(&claim.claim(&ctx.ns, "both")).await?;
     ctx.create(&ctx.workload("both").claim("devices", "both").build()).await?;
-    let outcome = match allocated(ctx, "both", within).await {
-        Ok((claim, _)) => ctx.wait_phase("both", "Running", within).await.map(|_| claim),
-        Err(e) => Err(e),
-    };
-    let claim = match outcome {
-        Ok(claim) => claim,
-        Err(e) => {
-            ctx.fail(id, e, ctx.evidence("both").await);
-            return cleanup(ctx, within).await;
-        }
-    };
+    let Some(claim) = running(ctx, id, "both", "both", within).await else { return cleanup(ctx, within).await };
     let (ours, theirs) = split(ctx, other, &claim);
     if let Err(why) = sees_both(ctx, seen, companion, &ours, &theirs).await {
         ctx.fail(id, why, ctx.evidence("both").await);

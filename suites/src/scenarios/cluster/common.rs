@@ -29,6 +29,41 @@ pub async fn allocated(
     }
 }
 
+/// The claim once allocated and its pod running; `None` (the guarantee `id` failed, with the
+/// pod's evidence) otherwise.
+pub async fn running(ctx: &Ctx<'_>, id: &str, claim: &str, pod: &str, within: Duration) -> Option<ResourceClaim> {
+    let outcome = match allocated(ctx, claim, within).await {
+        Ok((claim, _)) => ctx.wait_phase(pod, "Running", within).await.map(|_| claim),
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(claim) => Some(claim),
+        Err(e) => {
+            ctx.fail(id, e, ctx.evidence(pod).await);
+            None
+        }
+    }
+}
+
+/// How the driver's workloads show the devices they see, by name; `None`, with `id` skipped
+/// and the reason, where the suite does not know it.
+pub fn seen_by_name(ctx: &Ctx<'_>, id: &str) -> Option<crate::adapters::SeenDevices> {
+    let workload = &ctx.target.adapter.workload;
+    match (workload.seen, workload.key) {
+        (Some(seen), DeviceKey::Name) => Some(seen),
+        _ => {
+            ctx.skip(
+                id,
+                format!(
+                    "the suite does not know how driver {} names its devices in a container",
+                    ctx.target.driver.name
+                ),
+            );
+            None
+        }
+    }
+}
+
 /// The claim a pod uses under its pod-level name (standalone or generated from a template).
 pub async fn claim_of(ctx: &Ctx<'_>, pod: &str) -> Option<String> {
     let p: Pod = ctx.get_pod(pod).await?;

@@ -16,7 +16,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassConfiguration, Opaq
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, LogParams};
 
-use super::common::{allocated, device_names};
+use super::common::{device_names, running};
 use crate::adapters::{ConfigProbe, DeviceKey, sees_exactly};
 use crate::engine::{ApiContext, Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -189,21 +189,6 @@ fn which(config: Option<usize>) -> &'static str {
         Some(CLAIM) => "the claim's configuration",
         Some(_) => "another configuration",
         None => "neither configuration",
-    }
-}
-
-/// The claim once allocated and its pod running; `None` (the guarantee failed) otherwise.
-async fn running(ctx: &Ctx<'_>, id: &str, claim: &str, pod: &str, within: Duration) -> Option<ResourceClaim> {
-    let outcome = match allocated(ctx, claim, within).await {
-        Ok((claim, _)) => ctx.wait_phase(pod, "Running", within).await.map(|_| claim),
-        Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(claim) => Some(claim),
-        Err(e) => {
-            ctx.fail(id, e, ctx.evidence(pod).await);
-            None
-        }
     }
 }
 

@@ -15,6 +15,7 @@ mod limits;
 mod node_reboot;
 mod node_removal;
 mod node_restart;
+mod prepared_claim;
 mod versions;
 
 use crate::engine::Scenario;
@@ -28,6 +29,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &isolation::SCENARIO,
         &limits::SCENARIO,
         &lifecycle::SCENARIO,
+        &prepared_claim::SCENARIO,
         &exhaustion::SCENARIO,
         &config::SCENARIO,
         &coexistence::SCENARIO,
