@@ -198,10 +198,7 @@ async fn an_installed_nvidia_driver_is_judged_by_nvml_and_nvidia_smi() {
             || g.reason.contains(NEEDS_NODE_CONTROL)
             || g.reason.contains(NEEDS_DRIVER_PODS)
             || g.reason.contains(NEEDS_DRIVER_PROCESSES)
-            || (g.id == LIFECYCLE_UNPREPARED && g.reason.contains("checkpoint is read from the node"))
-            // The NVIDIA workloads name devices by UUID, which the two-claim check does not
-            // read yet.
-            || (g.id == LIFECYCLE_PREPARED_AND_NEW && g.reason.contains("names its devices in a container"));
+            || (g.id == LIFECYCLE_UNPREPARED && g.reason.contains("checkpoint is read from the node"));
         match g.verdict {
             Verdict::Pass => {}
             Verdict::Skip if allowed_skip || g.id == VERSIONS_DRIVER => {}

@@ -67,10 +67,11 @@ const PROBE_SETTING: &str = "dracheck";
 /// Per device the mock's CDI edits name (`DRACHECK_MOCK_DEVICE_<n>`), which of the suite's
 /// configurations it shows (`DRACHECK_MOCK_CONFIG_<n>_dracheck=config-<i>`).
 pub fn seen_config(log: &str) -> BTreeMap<String, Option<usize>> {
+    let device_prefix = format!("{}_DEVICE_", crate::cdi::DEFAULT_ENV_PREFIX);
     let vars: Vec<(&str, &str)> = log.lines().filter_map(|l| l.split_once('=')).collect();
     let mut out = BTreeMap::new();
     for (var, device) in &vars {
-        let Some(Ok(index)) = var.strip_prefix("DRACHECK_MOCK_DEVICE_").map(str::parse) else { continue };
+        let Some(Ok(index)) = var.strip_prefix(&device_prefix).map(str::parse) else { continue };
         let setting = crate::cdi::config_var(index, PROBE_SETTING);
         let variant = vars
             .iter()

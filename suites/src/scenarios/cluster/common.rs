@@ -91,12 +91,20 @@ pub enum NotSeen {
 /// adapter's reading of its log. `Ok(None)`: the suite knows no way to check it for this
 /// driver.
 pub async fn sees(ctx: &Ctx<'_>, pod: &str, claim: &ResourceClaim) -> Result<Option<String>, NotSeen> {
+    sees_all(ctx, pod, &[claim]).await
+}
+
+/// Whether the workload `pod` sees exactly the devices allocated to `claims`, all together.
+pub async fn sees_all(ctx: &Ctx<'_>, pod: &str, claims: &[&ResourceClaim]) -> Result<Option<String>, NotSeen> {
     let workload = &ctx.target.adapter.workload;
     let Some(seen) = workload.seen else { return Ok(None) };
-    let devices = match workload.key {
-        DeviceKey::Name => device_names(claim),
-        DeviceKey::Attribute(name) => attribute_of_allocated(ctx, claim, name).await?,
-    };
+    let mut devices = Vec::new();
+    for claim in claims {
+        devices.extend(match workload.key {
+            DeviceKey::Name => device_names(claim),
+            DeviceKey::Attribute(name) => attribute_of_allocated(ctx, claim, name).await?,
+        });
+    }
     let devices = devices.as_slice();
     let check = |log: &str, devices: &[String]| crate::adapters::sees_exactly(seen(log), devices);
     // The log fills as the container starts; give it a few seconds.
