@@ -331,7 +331,7 @@ const MOCK_ARGS: [&str; 5] = [
 #[test]
 fn a_driver_binary_runs_with_its_own_command_line() {
     let out_dir = tempfile::tempdir().unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_xtask")).with_file_name("dracheck-mock-driver");
+    let bin = common::mock_driver();
     assert!(bin.is_file(), "the mock driver is built next to xtask: {}", bin.display());
     let inventory = concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/mock/inventory/default.yaml");
     let profile = concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/mock/standard-inference.yaml");
@@ -380,7 +380,7 @@ fn a_driver_binary_runs_with_its_own_command_line() {
 #[test]
 fn a_misnamed_or_silent_plugin_is_named_within_a_bounded_time() {
     let tmp = tempfile::tempdir().unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_xtask")).with_file_name("dracheck-mock-driver");
+    let bin = common::mock_driver();
     let inventory = tmp.path().join("inventory.yaml");
     std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/mock/inventory/default.yaml"), &inventory).unwrap();
     let shipped =

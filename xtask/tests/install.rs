@@ -278,7 +278,7 @@ fn the_kind_flow_creates_installs_runs_and_deletes_in_order() {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let chart = tmp.path().join("dracheck-probe");
     probe_chart(&chart);
-    let mock = Path::new(xtask_bin).with_file_name("dracheck-mock-driver");
+    let mock = common::mock_driver();
     let inventory = concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/mock/inventory/default.yaml");
     let profile = concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/mock/standard-inference.yaml");
     let out_dir = tmp.path().join("out");

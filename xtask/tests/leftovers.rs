@@ -68,6 +68,7 @@ fn a_sigkilled_run_is_reaped_by_the_next_run() {
         .args(["conformance", "--fault", "hang-prepare", "--only", "workload.sees-devices", "--nodes", "1"])
         .args(["--out", out_dir])
         .env("TMPDIR", tmpdir)
+        .env(dracheck_mock_driver::adapter::PROGRAM_ENV, common::mock_driver())
         .env_remove("KUBECONFIG")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -31,9 +31,18 @@ pub fn default(faults: &[String]) -> Result<Adapter, AdapterError> {
     adapter(&binary()?, &default_inventory(), faults)
 }
 
-/// The mock's binary of this workspace, built now if it is not yet.
+/// Names a mock program already built, used as it is instead of asking cargo: a test that runs
+/// the CLI hands it the mock its `cargo test` built, since a nested `cargo build --package`
+/// resolves features for that package alone and so builds a second copy of the stack.
+pub const PROGRAM_ENV: &str = "DRACHECK_MOCK_DRIVER";
+
+/// The mock's binary: `$DRACHECK_MOCK_DRIVER` when set, else this workspace's, built now if it
+/// is not yet.
 pub fn binary() -> Result<PathBuf, AdapterError> {
-    dracheck_adapter::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver")
+    match std::env::var_os(PROGRAM_ENV) {
+        Some(program) => Ok(PathBuf::from(program)),
+        None => dracheck_adapter::workspace_binary("dracheck-mock-driver", "dracheck-mock-driver"),
+    }
 }
 
 fn fault_args(faults: &[String]) -> Vec<String> {

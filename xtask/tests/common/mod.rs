@@ -11,13 +11,22 @@ pub fn xtask(args: &[&str]) -> Output {
 
 /// With `envs` set, and without the caller's KUBECONFIG, so that no test reaches a cluster it
 /// did not name, nor the CI's `$ARTIFACTS` and `$GITHUB_STEP_SUMMARY`, which a run writes to.
+/// The mock is the one `cargo test` built beside xtask: no run builds it again.
 pub fn xtask_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
     cmd.args(args).env_remove("KUBECONFIG").env_remove("ARTIFACTS").env_remove("GITHUB_STEP_SUMMARY");
+    if mock_driver().is_file() {
+        cmd.env(dracheck_mock_driver::adapter::PROGRAM_ENV, mock_driver());
+    }
     for (k, v) in envs {
         cmd.env(k, v);
     }
     cmd.output().expect("xtask runs")
+}
+
+/// The mock driver `cargo test` built next to xtask.
+pub fn mock_driver() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_xtask")).with_file_name("dracheck-mock-driver")
 }
 
 /// `conformance --cluster kubeconfig --kubeconfig KUBECONFIG` and then `args`.
