@@ -75,6 +75,27 @@ pub fn read_checkpoint(path: &std::path::Path) -> Vec<(String, Vec<String>)> {
         .unwrap_or_default()
 }
 
+/// The checkpoint entry a pod's claim joins, if any. As in kubelet, the claim cache is keyed by
+/// namespace and name: while an entry of an older claim of the same name (its pod
+/// force-deleted, its unprepare not yet done) is left, a new claim of that name waits; so does
+/// a pod whose claim's last unprepare has begun.
+fn entry_for(state: &[ClaimEntry], ns: &str, name: &str, uid: &str) -> Result<Option<usize>, String> {
+    let Some(i) = state.iter().position(|e| e.namespace == ns && e.claim_name == name) else {
+        return Ok(None);
+    };
+    let entry = &state[i];
+    if entry.claim_uid != uid {
+        return Err(format!(
+            "old ResourceClaim with same name {name} and different UID {} still exists (previous pod force-deleted?!)",
+            entry.claim_uid
+        ));
+    }
+    if entry.unpreparing {
+        return Err(format!("ResourceClaim {name} is being unprepared"));
+    }
+    Ok(Some(i))
+}
+
 pub struct DraManager {
     client: kube::Client,
     registry: Arc<Registry>,
@@ -191,8 +212,7 @@ impl DraManager {
             })
             .collect::<Result<Vec<_>, String>>()?;
         let mut state = self.state.lock().await;
-        let idx = match state.iter().position(|e| e.claim_uid == uid) {
-            Some(i) if state[i].unpreparing => return Err(format!("ResourceClaim {name} is being unprepared")),
+        let idx = match entry_for(&state, ns, name, uid)? {
             Some(i) => i,
             None => {
                 state.push(ClaimEntry {
@@ -308,5 +328,31 @@ impl DraManager {
             self.save(&state)?;
         }
         self.save(&state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(ns: &str, name: &str, uid: &str) -> ClaimEntry {
+        ClaimEntry { claim_uid: uid.into(), claim_name: name.into(), namespace: ns.into(), ..ClaimEntry::default() }
+    }
+
+    #[test]
+    fn a_claim_joins_its_own_entry_and_waits_for_an_older_one_of_its_name() {
+        let state = vec![entry("a", "gpu", "uid-1"), entry("b", "gpu", "uid-2")];
+        assert_eq!(entry_for(&state, "a", "gpu", "uid-1"), Ok(Some(0)));
+        assert_eq!(entry_for(&state, "a", "other", "uid-3"), Ok(None));
+        // Same name in another namespace: its own entry.
+        assert_eq!(entry_for(&state, "b", "gpu", "uid-2"), Ok(Some(1)));
+        let refused = entry_for(&state, "a", "gpu", "uid-9").unwrap_err();
+        assert!(refused.contains("different UID uid-1 still exists"), "{refused}");
+    }
+
+    #[test]
+    fn a_claim_being_unprepared_takes_no_new_pod() {
+        let state = vec![ClaimEntry { unpreparing: true, ..entry("a", "gpu", "uid-1") }];
+        assert!(entry_for(&state, "a", "gpu", "uid-1").unwrap_err().contains("is being unprepared"));
     }
 }
