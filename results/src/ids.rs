@@ -78,3 +78,81 @@ pub const PLUGIN_PREPARE_KEYED_BY_UID: &str = "plugin.prepare.keyed-by-uid";
 pub const PLUGIN_RESTART_KEEPS_STATE: &str = "plugin.restart.keeps-state";
 pub const PLUGIN_CDI_VALID: &str = "plugin.cdi.valid";
 pub const PLUGIN_CDI_RESOLVABLE: &str = "plugin.cdi.resolvable";
+
+/// What each guarantee holds, in one line: `cargo xtask list` prints it beside the ID, and a
+/// test holds the table to the IDs the scenarios record.
+pub const MEANINGS: &[(&str, &str)] = &[
+    (CLAIM_COMPATIBLE_ALLOCATED, "the profile's claim is allocated and its pod runs within the promised time"),
+    (WORKLOAD_SEES_DEVICES, "the workload's container sees exactly the allocated devices"),
+    (
+        CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
+        "a claim for a DeviceClass that does not exist stays pending, its pod unschedulable",
+    ),
+    (CLAIM_IMPOSSIBLE_SELECTOR, "a claim whose selector matches no device stays pending, its pod unschedulable"),
+    (CLAIM_IMPOSSIBLE_COUNT, "a claim for one device more than the largest node has stays pending"),
+    (CLAIM_IMPOSSIBLE_CAPACITY, "a claim for more capacity than any device has stays pending"),
+    (
+        CLAIM_IMPOSSIBLE_EXPLAINED,
+        "each impossible claim's message and `explain` name its cause, and the fixed claim schedules",
+    ),
+    (ISOLATION_EXCLUSIVE, "no device is allocated to two claims"),
+    (ISOLATION_SHARED, "one claim is used by several containers and pods at once"),
+    (LIMITS_MAX_DEVICES_PER_CLAIM, "a claim at the promised device count is allocated, one above it is not"),
+    (CAPACITY_RECOVERED, "with every device in use the next pod waits, and runs once one is released"),
+    (RETENTION_TEMPLATE_CLAIM_DELETED, "a claim made from a template is deleted with its pod"),
+    (RETENTION_STANDALONE_CLAIM_DEALLOCATED, "a standalone claim outlives its pod, unreserved and deallocated"),
+    (LIFECYCLE_UNPREPARED, "a deleted pod's devices are unprepared: no CDI spec of its claim is left"),
+    (LIFECYCLE_CONTAINER_RESTART, "a container that exits and restarts keeps its claim and sees its devices again"),
+    (LIFECYCLE_PREPARED_AND_NEW, "a pod with a claim prepared on its node already and a new one runs and sees both"),
+    (
+        CONFIG_CLASS_AND_CLAIM,
+        "the class's and the claim's opaque configuration reach the container, the claim's winning",
+    ),
+    (CONFIG_PER_REQUEST, "each container gets only its request's devices and configuration"),
+    (DRIVERS_COEXIST, "beside a second driver on one node, a claim with devices of both runs and unprepares"),
+    (DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, "running pods keep their devices across a driver restart"),
+    (DRIVER_RESTART_NEW_CLAIMS_WORK, "claims made after a driver restart are prepared and run"),
+    (DRIVER_RESTART_SLICES_KEPT, "a restarting driver leaves its slices in place: the devices never vanish"),
+    (DRIVER_RESTART_NO_LEAKS, "a claim prepared before a restart leaves nothing behind once its pod goes"),
+    (
+        DRIVER_RESTART_LONG_OUTAGE,
+        "after an outage past the kubelet's 30 s wipe the same devices return and pods proceed",
+    ),
+    (
+        NODE_RESTART_DRIVER_RECOVERS,
+        "across a kubelet restart the devices are published again and running pods keep theirs",
+    ),
+    (
+        NODE_REBOOT_WORKLOADS_RESUME,
+        "after a node reboot (CDI specs gone, checkpoints kept) the pods run again with their devices",
+    ),
+    (NODE_REMOVAL_SLICES_GONE, "a removed node's slices go"),
+    (NODE_REMOVAL_PODS_GONE, "a removed node's pods go"),
+    (NODE_REMOVAL_CLAIMS_DEALLOCATED, "a removed node's claims are deallocated"),
+    (NODE_REMOVAL_CAPACITY_ELSEWHERE, "after a node removal a new pod gets devices on another node"),
+    (VERSIONS_KUBERNETES, "the cluster's Kubernetes version meets the profile's requirement"),
+    (VERSIONS_DRIVER, "the driver's stated version meets the profile's requirement"),
+    (PLUGIN_REGISTRATION_INFO, "GetInfo names a DRA plugin of the driver, its socket and the v1 service"),
+    (PLUGIN_SLICES_MATCH_INVENTORY, "the node's slices hold exactly the devices of the driver's inventory"),
+    (
+        PLUGIN_SLICES_OWNED_BY_NODE,
+        "slices follow the node-local pool rules: owned by the Node, one generation, right count",
+    ),
+    (PLUGIN_SLICES_RECREATED, "deleted slices are published again without a driver restart"),
+    (PLUGIN_PREPARE_ALLOCATED_CLAIM, "prepare returns each allocated device with its CDI IDs"),
+    (PLUGIN_UNPREPARE_REMOVES_STATE, "unprepare succeeds and leaves no CDI spec of the claim"),
+    (PLUGIN_PREPARE_IDEMPOTENT, "preparing the same claim twice gives the same answer"),
+    (PLUGIN_UNPREPARE_UNKNOWN_CLAIM, "unprepare of a claim never prepared is not an error"),
+    (PLUGIN_PREPARE_REFUSES_FOREIGN_NODE, "a claim allocated on another node's pool is refused with a per-claim error"),
+    (PLUGIN_PREPARE_CONCURRENT, "claims prepared at the same time all succeed, each with its own devices"),
+    (PLUGIN_PREPARE_OWN_RESULTS_ONLY, "of a claim with devices of several drivers, the driver prepares only its own"),
+    (PLUGIN_PREPARE_KEYED_BY_UID, "two claims of one name are prepared side by side, each with its own devices"),
+    (PLUGIN_RESTART_KEEPS_STATE, "a restarted driver answers prepare as before and unprepares what it prepared"),
+    (PLUGIN_CDI_VALID, "the CDI spec files the driver writes are valid"),
+    (PLUGIN_CDI_RESOLVABLE, "every CDI ID prepare returns resolves to a device of a spec on the node"),
+];
+
+/// What `id` holds, in one line.
+pub fn meaning(id: &str) -> Option<&'static str> {
+    MEANINGS.iter().find(|(i, _)| *i == id).map(|(_, m)| *m)
+}

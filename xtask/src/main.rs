@@ -9,6 +9,7 @@ mod exit;
 mod explain;
 mod install;
 mod inventory;
+mod list;
 mod nodes;
 mod profiles;
 mod providers;
@@ -52,6 +53,9 @@ enum Command {
     /// What NVML says this host's GPUs are, next to what the NVIDIA driver published for its
     /// node, and where they disagree (exit 1).
     Inventory(inventory::InventoryArgs),
+    /// Every guarantee the suite can check: what it holds, its profile family (or the driver
+    /// contract) and what it needs of the target.
+    List(list::ListArgs),
     /// Work with profiles without a cluster: `profile validate FILE…`.
     #[command(subcommand)]
     Profile(profiles::ProfileCommand),
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
             Command::Inventory(args) => inventory::run(args).await,
             Command::Cleanup(args) => cleanup::run(args).await,
             Command::Profile(cmd) => profiles::run(cmd),
+            Command::List(args) => list::run(args),
         }
     });
     ExitCode::from(code)

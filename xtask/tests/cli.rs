@@ -20,6 +20,7 @@ use std::path::Path;
 #[case::test(&["test", "--help"])]
 #[case::cleanup(&["cleanup", "--help"])]
 #[case::profile_validate(&["profile", "validate", "--help"])]
+#[case::list(&["list", "--help"])]
 fn every_command_has_help(#[case] args: &[&str]) {
     let out = xtask(args, &[]);
     assert!(out.status.success(), "{args:?}: {}", text(&out));
@@ -507,4 +508,35 @@ fn profile_validate_checks_types_semantics_and_cel_without_a_cluster() {
     assert!(out.contains("invalid") && out.contains("broken.yaml") && out.contains("cel.expression"), "{out}");
     assert!(out.contains("1 of 2 profile(s) invalid"), "{out}");
     assert!(!out.contains("starting etcd"), "validate started a cluster: {out}");
+}
+
+/// `list` names every guarantee a profile can publish and the driver contract's, each once,
+/// with its family, meaning and needs; `-o json` holds the same.
+#[test]
+fn list_shows_every_guarantee_with_its_family_and_needs() {
+    let out = xtask(&["list"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = |id: &str| table.lines().find(|l| l.split_whitespace().next() == Some(id)).map(str::to_string);
+    for id in dracheck_suites::profile::family::all_ids() {
+        let family = dracheck_suites::profile::family::of(id).unwrap().key;
+        let line = row(id).unwrap_or_else(|| panic!("{id} is not listed: {table}"));
+        assert_eq!(line.split_whitespace().nth(1), Some(family), "{line}");
+    }
+    let plugin = row("plugin.prepare.keyed-by-uid").expect("the driver contract is listed");
+    assert!(plugin.contains("(driver)"), "{plugin}");
+    assert!(table.contains("needs: control over the nodes"), "node scenarios name their need: {table}");
+
+    let out = xtask(&["list", "-o", "json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let entries: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let ids: Vec<&str> = entries.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "each guarantee once: {ids:?}");
+    assert!(entries.iter().all(|e| !e["meaning"].as_str().unwrap().is_empty()));
+    let reboot = entries.iter().find(|e| e["id"] == "node.reboot.workloads-resume").unwrap();
+    assert_eq!(reboot["family"], "nodeReboot");
+    assert_eq!(reboot["scenario"], "node-reboot");
 }

@@ -12,7 +12,7 @@ mod other_drivers;
 mod prepare;
 mod registration;
 mod restart;
-mod slices;
+pub(crate) mod slices;
 mod slices_kept;
 mod unknown_unprepare;
 
