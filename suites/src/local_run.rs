@@ -189,7 +189,7 @@ fn assemble(
 }
 
 /// Every scenario, for `profiles`; `parallel` 0 sets no limit beyond the nodes.
-fn plan(
+pub fn plan(
     profiles: Vec<(std::path::PathBuf, Profile)>,
     filter: Filter,
     run_id: &str,

@@ -8,7 +8,7 @@ use clap::Args;
 use dracheck_clusters::LocalClusterOptions;
 use dracheck_clusters::local::{NodeKind, Progress};
 use dracheck_suites::adapters::Adapter;
-use dracheck_suites::engine::Filter;
+use dracheck_suites::engine::{Abilities, Filter};
 use dracheck_suites::local_run::{self, ExistingRun, LocalRun};
 use dracheck_suites::profile::{self, Profile};
 use dracheck_suites::result::{RunResult, Verdict};
@@ -90,7 +90,14 @@ pub struct ConformanceArgs {
     /// Worker nodes of a `--cluster kind` cluster, besides its control plane.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Print the plan and start nothing: the profiles, each scenario with the guarantees it
+    /// would check, and which the target would skip and why. Exit 0, or 2 on bad input.
+    #[arg(long)]
+    pub dry_run: bool,
 }
+
+const KNOWN_CLUSTERS: &str =
+    "known are `local` (the embedded cluster), `kubeconfig` (an existing one), `kind` and `k3s`";
 
 /// A failure before any verdict: the message and the exit code.
 type Early = (u8, String);
@@ -140,6 +147,9 @@ fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathB
 
 async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     let progress = Progress::stderr();
+    if args.dry_run {
+        return dry_run(&args, &progress).await;
+    }
     crate::cluster::reap_stale(&progress);
     // kind and k3s say first whether Docker answers, before anything is built.
     if let provider @ ("kind" | "k3s") = args.cluster.as_str() {
@@ -173,11 +183,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
             return container_cluster(provider.to_string(), args, adapter, profiles, progress).await;
         }
         other => {
-            let msg = format!(
-                "--cluster {other}: known are `local` (the embedded cluster), `kubeconfig` (an existing one), \
-                 `kind` and `k3s`"
-            );
-            return Err((exit::BAD_INPUT, msg));
+            return Err((exit::BAD_INPUT, format!("--cluster {other}: {KNOWN_CLUSTERS}")));
         }
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
@@ -218,6 +224,35 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
         crate::nodes::keep_and_say(c, &args.driver).await;
     }
     write_and_report(&args, short, &run_id, finished.result)
+}
+
+/// `--dry-run`: the input checked as a run checks it, then the plan on the target the
+/// arguments name, with what that kind of target lets the scenarios do.
+async fn dry_run(args: &ConformanceArgs, progress: &Progress) -> Result<u8, Early> {
+    let adapter = args.driver.adapter(Some("mock"), progress).await?.expect("mock is the default driver");
+    let profiles = load_profiles(args, &adapter)?;
+    let filter = Filter { only: args.only.clone(), skip: args.skip.clone() };
+    // kind and K3s clusters start empty: their driver is always installed.
+    let installed = args.install.wanted()? || matches!(args.cluster.as_str(), "kind" | "k3s");
+    let abilities = match args.cluster.as_str() {
+        "local" => {
+            let node_kind: NodeKind = args.node_kind.parse().map_err(|e: String| (exit::BAD_INPUT, e))?;
+            check_nodes(args.nodes, node_kind, &profiles, &filter)?;
+            Abilities { node_control: true, driver_processes: !installed, driver_pods: installed, companion: true }
+        }
+        "kubeconfig" | "kind" | "k3s" => Abilities {
+            node_control: false,
+            driver_processes: false,
+            driver_pods: args.driver_pods.is_some() || installed,
+            companion: false,
+        },
+        other => return Err((exit::BAD_INPUT, format!("--cluster {other}: {KNOWN_CLUSTERS}"))),
+    };
+    let startable = adapter.spec.is_some();
+    let plan = local_run::plan(profiles, filter, "dry-run", Duration::from_secs(args.scenario_timeout), args.parallel);
+    println!("dry run: driver {} ({}) on --cluster {}; nothing is started", adapter.short, adapter.name, args.cluster);
+    print!("{}", dracheck_suites::engine::dry_run::describe(&plan, abilities, startable));
+    Ok(exit::OK)
 }
 
 /// `--nodes` within what the run can use: enough for the selected scenarios, no more than the

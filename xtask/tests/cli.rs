@@ -540,3 +540,31 @@ fn list_shows_every_guarantee_with_its_family_and_needs() {
     assert_eq!(reboot["family"], "nodeReboot");
     assert_eq!(reboot["scenario"], "node-reboot");
 }
+
+/// `--dry-run` checks the input as a run does and prints the plan, starting nothing: on the
+/// local cluster every scenario runs; on an existing cluster with an installed driver the
+/// plugin tier (but its slice checks) and the node disruptions are skipped, each with its
+/// reason; bad input is refused with its exit code.
+#[test]
+fn a_dry_run_prints_the_plan_and_starts_nothing() {
+    let begun = std::time::Instant::now();
+    let out = xtask(&["conformance", "--dry-run", "--skip", "node.removal.*"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(plan.contains("profile standard-inference"), "{plan}");
+    assert!(plan.contains("run   node-reboot"), "{plan}");
+    assert!(!plan.contains("skip  "), "the local cluster allows every scenario: {plan}");
+    assert!(!plan.contains("node-removal"), "--skip is applied: {plan}");
+    assert!(begun.elapsed() < std::time::Duration::from_secs(20), "no cluster starts");
+
+    let out = xtask(&["conformance", "--dry-run", "--driver", "nvidia", "--cluster", "kubeconfig"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(plan.contains("run   plugin-slices"), "an installed driver's slices are read: {plan}");
+    assert!(plan.contains("skip  plugin-prepare"), "{plan}");
+    assert!(plan.contains(dracheck_suites::engine::target::NEEDS_DRIVER_PODS), "{plan}");
+
+    let out = xtask(&["conformance", "--dry-run", "--cluster", "elsewhere"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("known are `local`"), "{}", text(&out));
+}

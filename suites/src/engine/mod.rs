@@ -2,6 +2,7 @@
 
 mod ctx;
 mod driver_pods;
+pub mod dry_run;
 mod error;
 pub mod leftovers;
 pub mod runner;
@@ -13,4 +14,4 @@ pub use ctx::Ctx;
 pub use error::{ApiContext, ApiError, DisruptionError, ScenarioError};
 pub use runner::{Filter, Outcome, Plan, cleanup_run, run};
 pub use scenario::{Disruption, Role, RunFn, Scenario, Tier};
-pub use target::Target;
+pub use target::{Abilities, Target};

@@ -90,10 +90,10 @@ pub async fn run(target: &Target, plan: &Plan, progress: &(dyn Fn(&str) + Sync))
 }
 
 /// A scenario with the guarantees it is to check.
-type Selected = (&'static Scenario, Vec<&'static str>);
+pub(crate) type Selected = (&'static Scenario, Vec<&'static str>);
 
 /// The selected scenarios of `profile` with the guarantees each checks.
-fn selected(plan: &Plan, profile: &Profile) -> Vec<Selected> {
+pub(crate) fn selected(plan: &Plan, profile: &Profile) -> Vec<Selected> {
     plan.cluster_scenarios
         .iter()
         .map(|s| (*s, s.applicable(Some(profile)).into_iter().filter(|id| plan.filter.selects(id)).collect::<Vec<_>>()))
@@ -102,7 +102,7 @@ fn selected(plan: &Plan, profile: &Profile) -> Vec<Selected> {
 }
 
 /// The node roles `profile`'s selected scenarios need, sorted.
-fn roles_of(plan: &Plan, profile: &Profile) -> Vec<Role> {
+pub(crate) fn roles_of(plan: &Plan, profile: &Profile) -> Vec<Role> {
     let mut roles: Vec<Role> = selected(plan, profile).iter().map(|(s, _)| s.role).collect();
     roles.sort();
     roles.dedup();

@@ -67,6 +67,40 @@ pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --dr
 pub const NEEDS_DRIVER_PROCESSES: &str = "keeping the driver down for a while needs the driver's own processes on the local cluster \
      (--cluster local without --install): an installed driver's DaemonSet starts a deleted pod again at once";
 
+/// What a target lets the scenarios do, known before a run starts (`conformance --dry-run`
+/// plans with it) and the source of every disruption's skip reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Abilities {
+    /// The suite started the nodes: it restarts kubelets, reboots and removes nodes, and
+    /// reaches their plugin and CDI dirs.
+    pub node_control: bool,
+    /// The suite runs the driver's processes on those nodes (not an installed chart's pods).
+    pub driver_processes: bool,
+    /// The installed driver's plugin pods are known, so it is restarted through them.
+    pub driver_pods: bool,
+    /// A second driver was given to the run.
+    pub companion: bool,
+}
+
+impl Abilities {
+    /// Why a target with these abilities does not allow `d`, if it does not.
+    pub fn cannot(&self, d: crate::engine::Disruption) -> Option<&'static str> {
+        use crate::engine::Disruption;
+        match d {
+            Disruption::None => None,
+            Disruption::RestartsDriver if self.driver_pods || self.driver_processes => None,
+            Disruption::RestartsDriver => Some(NEEDS_DRIVER_PODS),
+            Disruption::StopsDriver if self.driver_processes => None,
+            Disruption::StopsDriver => Some(NEEDS_DRIVER_PROCESSES),
+            Disruption::ControlsNodes if self.node_control => None,
+            Disruption::ControlsNodes => Some(NEEDS_NODE_CONTROL),
+            Disruption::AddsDriver if !self.node_control => Some(NEEDS_NODE_DIRS),
+            Disruption::AddsDriver if !self.companion => Some(NO_COMPANION),
+            Disruption::AddsDriver => None,
+        }
+    }
+}
+
 /// The pods of an installed driver's kubelet plugin (a DaemonSet's): the suite restarts the
 /// driver on a node by deleting the node's pod.
 #[derive(Clone, Debug)]
@@ -139,18 +173,16 @@ impl Target {
 
     /// Why this target does not allow `d`, if it does not.
     pub fn cannot(&self, d: crate::engine::Disruption) -> Option<&'static str> {
-        use crate::engine::Disruption;
-        match d {
-            Disruption::None => None,
-            Disruption::RestartsDriver if self.driver_pods.is_some() || self.local_driver => None,
-            Disruption::RestartsDriver => Some(NEEDS_DRIVER_PODS),
-            Disruption::StopsDriver if self.local_driver => None,
-            Disruption::StopsDriver => Some(NEEDS_DRIVER_PROCESSES),
-            Disruption::ControlsNodes if self.local.is_some() => None,
-            Disruption::ControlsNodes => Some(NEEDS_NODE_CONTROL),
-            Disruption::AddsDriver if self.local.is_none() => Some(NEEDS_NODE_DIRS),
-            Disruption::AddsDriver if self.companion.is_none() => Some(NO_COMPANION),
-            Disruption::AddsDriver => None,
+        self.abilities().cannot(d)
+    }
+
+    /// What this target lets the scenarios do.
+    pub fn abilities(&self) -> Abilities {
+        Abilities {
+            node_control: self.local.is_some(),
+            driver_processes: self.local_driver,
+            driver_pods: self.driver_pods.is_some(),
+            companion: self.companion.is_some(),
         }
     }
 
