@@ -24,9 +24,7 @@ pub struct Entry {
 /// What a scenario needs of the target, for people: the reasons it is skipped elsewhere.
 pub fn needs(scenario: &Scenario) -> Vec<&'static str> {
     let mut needs = Vec::new();
-    // The slices scenario also reads an installed driver's slices (with a host inventory
-    // oracle); every other plugin-tier scenario plays kubelet against a driver it starts.
-    if std::ptr::eq(scenario, &scenarios::plugin::slices::SCENARIO) {
+    if scenarios::plugin::checks_installed_driver(scenario) {
         needs.push("the driver's program, or an installed driver's slices and an inventory oracle");
     } else if scenario.tier == Tier::Plugin {
         needs.push("the driver's program, which the suite starts on a node of its own");

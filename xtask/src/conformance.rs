@@ -96,6 +96,13 @@ pub struct ConformanceArgs {
     pub dry_run: bool,
 }
 
+impl ConformanceArgs {
+    /// The guarantees `--only` and `--skip` select.
+    fn filter(&self) -> Filter {
+        Filter { only: self.only.clone(), skip: self.skip.clone() }
+    }
+}
+
 const KNOWN_CLUSTERS: &str =
     "known are `local` (the embedded cluster), `kubeconfig` (an existing one), `kind` and `k3s`";
 
@@ -188,7 +195,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-    let filter = Filter { only: args.only.clone(), skip: args.skip.clone() };
+    let filter = args.filter();
     let node_kind: NodeKind = args.node_kind.parse().map_err(|e: String| (exit::BAD_INPUT, e))?;
     check_nodes(args.nodes, node_kind, &profiles, &filter)?;
 
@@ -231,7 +238,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
 async fn dry_run(args: &ConformanceArgs, progress: &Progress) -> Result<u8, Early> {
     let adapter = args.driver.adapter(Some("mock"), progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(args, &adapter)?;
-    let filter = Filter { only: args.only.clone(), skip: args.skip.clone() };
+    let filter = args.filter();
     // kind and K3s clusters start empty: their driver is always installed.
     let installed = args.install.wanted()? || matches!(args.cluster.as_str(), "kind" | "k3s");
     let abilities = match args.cluster.as_str() {
@@ -248,10 +255,9 @@ async fn dry_run(args: &ConformanceArgs, progress: &Progress) -> Result<u8, Earl
         },
         other => return Err((exit::BAD_INPUT, format!("--cluster {other}: {KNOWN_CLUSTERS}"))),
     };
-    let startable = adapter.spec.is_some();
     let plan = local_run::plan(profiles, filter, "dry-run", Duration::from_secs(args.scenario_timeout), args.parallel);
     println!("dry run: driver {} ({}) on --cluster {}; nothing is started", adapter.short, adapter.name, args.cluster);
-    print!("{}", dracheck_suites::engine::dry_run::describe(&plan, abilities, startable));
+    print!("{}", dracheck_suites::engine::dry_run::describe(&plan, abilities, &adapter));
     Ok(exit::OK)
 }
 
@@ -352,7 +358,7 @@ async fn local_chart(
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-    let filter = Filter { only: args.only.clone(), skip: args.skip.clone() };
+    let filter = args.filter();
     check_nodes(args.nodes, node_kind, &profiles, &filter)?;
     // The chart, image and helm are ready before the cluster starts.
     let local = crate::install::local_values(adapter.short, &args.install);
@@ -447,7 +453,7 @@ async fn existing(
         context: args.context.clone(),
         adapter,
         profiles,
-        filter: Filter { only: args.only.clone(), skip: args.skip.clone() },
+        filter: args.filter(),
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
         parallel: args.parallel,
         // Only where the suite started the nodes: elsewhere it cannot run a driver on one.

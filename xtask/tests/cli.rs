@@ -17,7 +17,7 @@ use std::path::Path;
 #[case::cluster_build(&["cluster", "build", "--help"])]
 #[case::cluster_kind_config(&["cluster", "kind-config", "--help"])]
 #[case::conformance(&["conformance", "--help"])]
-#[case::test(&["test", "--help"])]
+#[case::test_cmd(&["test", "--help"])]
 #[case::cleanup(&["cleanup", "--help"])]
 #[case::profile_validate(&["profile", "validate", "--help"])]
 #[case::list(&["list", "--help"])]

@@ -6,9 +6,9 @@
 
 use std::fmt::Write as _;
 
-use super::runner::{Plan, roles_of, selected};
-use super::scenario::{Scenario, Tier};
+use super::runner::{Plan, driver_selected, roles_of, selected};
 use super::target::Abilities;
+use crate::adapters::Adapter;
 use crate::scenarios::plugin::harness::NEEDS_BINARY;
 
 /// One scenario of the plan.
@@ -20,18 +20,17 @@ pub struct Step {
     pub skipped: Option<&'static str>,
 }
 
-/// `driver_startable`: the suite can start the driver's program (the plugin tier plays
-/// kubelet against it); an installed driver has only its slices read.
-pub fn driver_steps(plan: &Plan, abilities: Abilities, driver_startable: bool) -> Vec<Step> {
-    plan.driver_scenarios
-        .iter()
-        .filter_map(|s| {
-            let ids: Vec<_> = s.applicable(None).into_iter().filter(|id| plan.filter.selects(id)).collect();
-            (!ids.is_empty()).then(|| Step {
-                scenario: s.name,
-                guarantees: ids,
-                skipped: skip(s, abilities, driver_startable),
-            })
+/// The driver-level steps: the plugin tier plays kubelet against a driver the suite can start
+/// (`adapter.spec`); of one it cannot, only what it published is read, where a host
+/// inventory says what that should be.
+pub fn driver_steps(plan: &Plan, abilities: Abilities, adapter: &Adapter) -> Vec<Step> {
+    driver_selected(plan)
+        .into_iter()
+        .map(|(s, ids)| {
+            let unreachable = adapter.spec.is_none()
+                && !(adapter.host_inventory.is_some() && crate::scenarios::plugin::checks_installed_driver(s));
+            let skipped = if unreachable { Some(NEEDS_BINARY) } else { abilities.cannot(s.disrupts) };
+            Step { scenario: s.name, guarantees: ids, skipped }
         })
         .collect()
 }
@@ -43,23 +42,14 @@ pub fn profile_steps(plan: &Plan, abilities: Abilities) -> Vec<Vec<Step>> {
         .map(|(_, profile)| {
             selected(plan, profile)
                 .into_iter()
-                .map(|(s, ids)| Step { scenario: s.name, guarantees: ids, skipped: skip(s, abilities, true) })
+                .map(|(s, ids)| Step { scenario: s.name, guarantees: ids, skipped: abilities.cannot(s.disrupts) })
                 .collect()
         })
         .collect()
 }
 
-fn skip(s: &Scenario, abilities: Abilities, driver_startable: bool) -> Option<&'static str> {
-    // An installed driver's slices are still read by the slices scenario.
-    let slices_only = std::ptr::eq(s, &crate::scenarios::plugin::slices::SCENARIO);
-    if s.tier == Tier::Plugin && !driver_startable && !slices_only {
-        return Some(NEEDS_BINARY);
-    }
-    abilities.cannot(s.disrupts)
-}
-
 /// The plan as text, for people.
-pub fn describe(plan: &Plan, abilities: Abilities, driver_startable: bool) -> String {
+pub fn describe(plan: &Plan, abilities: Abilities, adapter: &Adapter) -> String {
     let mut out = String::new();
     let write_steps = |out: &mut String, steps: &[Step]| {
         for step in steps {
@@ -70,7 +60,7 @@ pub fn describe(plan: &Plan, abilities: Abilities, driver_startable: bool) -> St
             }
         }
     };
-    let driver = driver_steps(plan, abilities, driver_startable);
+    let driver = driver_steps(plan, abilities, adapter);
     let _ = writeln!(out, "driver contract (plugin tier): {} scenario(s)", driver.len());
     write_steps(&mut out, &driver);
     for ((path, profile), steps) in plan.profiles.iter().zip(profile_steps(plan, abilities)) {

@@ -51,11 +51,7 @@ pub struct Outcome {
 pub async fn run(target: &Target, plan: &Plan, progress: &(dyn Fn(&str) + Sync)) -> Outcome {
     let mut timings = BTreeMap::new();
     let mut driver_guarantees = Vec::new();
-    for s in &plan.driver_scenarios {
-        let ids: Vec<&str> = s.applicable(None).into_iter().filter(|id| plan.filter.selects(id)).collect();
-        if ids.is_empty() {
-            continue;
-        }
+    for (s, ids) in driver_selected(plan) {
         let started = Instant::now();
         driver_guarantees.extend(run_one(target, plan, s, None, &ids, String::new(), Vec::new(), progress).await.0);
         timings.insert(format!("scenario:driver/{}", s.name), started.elapsed().as_secs_f64());
@@ -91,6 +87,15 @@ pub async fn run(target: &Target, plan: &Plan, progress: &(dyn Fn(&str) + Sync))
 
 /// A scenario with the guarantees it is to check.
 pub(crate) type Selected = (&'static Scenario, Vec<&'static str>);
+
+/// The selected driver-level scenarios with the guarantees each checks.
+pub(crate) fn driver_selected(plan: &Plan) -> Vec<Selected> {
+    plan.driver_scenarios
+        .iter()
+        .map(|s| (*s, s.applicable(None).into_iter().filter(|id| plan.filter.selects(id)).collect::<Vec<_>>()))
+        .filter(|(_, ids)| !ids.is_empty())
+        .collect()
+}
 
 /// The selected scenarios of `profile` with the guarantees each checks.
 pub(crate) fn selected(plan: &Plan, profile: &Profile) -> Vec<Selected> {

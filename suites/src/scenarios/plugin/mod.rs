@@ -12,7 +12,7 @@ mod other_drivers;
 mod prepare;
 mod registration;
 mod restart;
-pub(crate) mod slices;
+mod slices;
 mod slices_kept;
 mod unknown_unprepare;
 
@@ -69,6 +69,12 @@ async fn first_device(node: &harness::PluginNode, ctx: &Ctx<'_>) -> Result<Strin
         .into_iter()
         .next()
         .ok_or_else(|| ScenarioError::Unmet("the inventory is empty".into()))
+}
+
+/// Whether `s` still checks a driver the suite cannot start (one installed in the cluster):
+/// only the slices scenario does, reading what the driver published against a host inventory.
+pub(crate) fn checks_installed_driver(s: &Scenario) -> bool {
+    std::ptr::eq(s, &slices::SCENARIO)
 }
 
 /// Declares a plugin-tier scenario whose `check(ctx, &mut node)` runs with a started node.
