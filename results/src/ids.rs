@@ -29,6 +29,7 @@ pub const RETENTION_STANDALONE_CLAIM_DEALLOCATED: &str = "retention.standalone-c
 pub const LIFECYCLE_UNPREPARED: &str = "lifecycle.unprepared";
 pub const LIFECYCLE_CONTAINER_RESTART: &str = "lifecycle.container-restart";
 pub const LIFECYCLE_PREPARED_AND_NEW: &str = "lifecycle.prepared-and-new";
+pub const LIFECYCLE_FORCE_DELETE: &str = "lifecycle.force-delete";
 
 // config
 pub const CONFIG_CLASS_AND_CLAIM: &str = "config.class-and-claim";
@@ -104,6 +105,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (LIFECYCLE_UNPREPARED, "a deleted pod's devices are unprepared: no CDI spec of its claim is left"),
     (LIFECYCLE_CONTAINER_RESTART, "a container that exits and restarts keeps its claim and sees its devices again"),
     (LIFECYCLE_PREPARED_AND_NEW, "a pod with a claim prepared on its node already and a new one runs and sees both"),
+    (
+        LIFECYCLE_FORCE_DELETE,
+        "a force-deleted pod's claim is unprepared though its object is gone, and a new claim of its name then runs",
+    ),
     (
         CONFIG_CLASS_AND_CLAIM,
         "the class's and the claim's opaque configuration reach the container, the claim's winning",

@@ -71,6 +71,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     LIFECYCLE_UNPREPARED,
     LIFECYCLE_CONTAINER_RESTART,
     LIFECYCLE_PREPARED_AND_NEW,
+    LIFECYCLE_FORCE_DELETE,
     CONFIG_CLASS_AND_CLAIM,
     CONFIG_PER_REQUEST,
     DRIVERS_COEXIST,
@@ -184,7 +185,9 @@ pub const FAULTS: &[FaultCase] = &[
             DRIVERS_COEXIST,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
-        may_break: &[],
+        // The force-delete scenario's claims have one device each: where the scheduler
+        // allocates the node's first device, the wrong device is the right one.
+        may_break: &[&[LIFECYCLE_FORCE_DELETE]],
     },
     FaultCase {
         fault: "prepare-first-device-only",
@@ -360,6 +363,12 @@ pub const FAULTS: &[FaultCase] = &[
         // prepare comes between the first's and the creation of its container (on a real node
         // its sandbox is made in between), the first cannot be created.
         may_break: &[&[RETENTION_TEMPLATE_CLAIM_DELETED, RETENTION_STANDALONE_CLAIM_DEALLOCATED, LIFECYCLE_UNPREPARED]],
+    },
+    FaultCase {
+        fault: "unprepare-needs-claim",
+        misbehaviour: "an unprepare reads the claim from the API server to learn what to undo and fails when it is gone: a force-deleted pod's claim, deleted before the kubelet tears the pod down, stays prepared for good, and a new claim of its name never starts on the node",
+        breaks: &[&[LIFECYCLE_FORCE_DELETE]],
+        may_break: &[],
     },
 ];
 

@@ -43,6 +43,7 @@ pub enum Fault {
     ConfigToEveryRequest,
     ClassConfigWins,
     DropUnlistedClaims,
+    UnprepareNeedsClaim,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -389,6 +390,17 @@ pub const TABLE: &[FaultSpec] = &[
         name: "drop-unlisted-claims",
         doc: "a prepare undoes (CDI spec and checkpoint entry) every prepared claim the call does not name",
         form: Form::Bare(Fault::DropUnlistedClaims),
+    },
+    // Like a driver that reads the claim from the API server to learn what to undo (its
+    // allocation, its config) instead of from its own checkpoint. A force-deleted pod's claim
+    // may be gone from the API before the kubelet unprepares it; the unprepare then fails
+    // for good, the kubelet keeps the claim in its cache, and a new claim of the same name
+    // never gets prepared on the node. Breaks `lifecycle.force-delete`.
+    FaultSpec {
+        name: "unprepare-needs-claim",
+        doc: "an unprepare of a prepared claim reads the claim from the API server and fails when it is gone or \
+              was made again",
+        form: Form::Bare(Fault::UnprepareNeedsClaim),
     },
 ];
 

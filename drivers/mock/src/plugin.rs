@@ -123,18 +123,7 @@ impl Plugin {
             return Ok(prepared.response());
         }
         let who = format!("ResourceClaim {}/{}", claim.namespace, claim.name);
-        let object = Api::<ResourceClaim>::namespaced(ctx.client.clone(), &claim.namespace)
-            .get_opt(&claim.name)
-            .await
-            .map_err(|e| format!("reading {who}: {e}"))?
-            .ok_or_else(|| format!("{who} does not exist"))?;
-        let uid = object.metadata.uid.as_deref().unwrap_or_default();
-        if uid != claim.uid {
-            return Err(format!(
-                "{who} has UID {uid}, not {} as asked: the claim was deleted and created again",
-                claim.uid
-            ));
-        }
+        let object = self.claim_object(claim).await?;
         let allocated = object
             .status
             .and_then(|s| s.allocation)
@@ -206,6 +195,25 @@ impl Plugin {
         Ok(prepared.response())
     }
 
+    /// The claim `claim` names, as the API server has it now: an error if it is gone or is
+    /// another claim of the same name.
+    async fn claim_object(&self, claim: &dra_v1::Claim) -> Result<ResourceClaim, String> {
+        let who = format!("ResourceClaim {}/{}", claim.namespace, claim.name);
+        let object = Api::<ResourceClaim>::namespaced(self.ctx.client.clone(), &claim.namespace)
+            .get_opt(&claim.name)
+            .await
+            .map_err(|e| format!("reading {who}: {e}"))?
+            .ok_or_else(|| format!("{who} does not exist"))?;
+        let uid = object.metadata.uid.as_deref().unwrap_or_default();
+        if uid != claim.uid {
+            return Err(format!(
+                "{who} has UID {uid}, not {} as asked: the claim was deleted and created again",
+                claim.uid
+            ));
+        }
+        Ok(object)
+    }
+
     /// The `drop-unlisted-claims` fault: every prepared claim that `listed` does not name is
     /// undone, as if the call were the node's whole set of claims.
     fn drop_unlisted(&self, state: &mut State, listed: &[dra_v1::Claim]) {
@@ -271,7 +279,11 @@ impl Plugin {
         let mut state = self.state.lock().await;
         let mut answers = HashMap::new();
         for claim in &request.claims {
-            let error = match self.unprepare_claim(&mut state, claim) {
+            let outcome = match self.claim_needed(&state, claim).await {
+                Ok(()) => self.unprepare_claim(&mut state, claim),
+                Err(e) => Err(e),
+            };
+            let error = match outcome {
                 Ok(true) => {
                     log!("NodeUnprepareResources {}/{} ({}): unprepared", claim.namespace, claim.name, claim.uid);
                     String::new()
@@ -293,6 +305,15 @@ impl Plugin {
             answers.insert(claim.uid.clone(), dra_v1::NodeUnprepareResourceResponse { error });
         }
         Ok(dra_v1::NodeUnprepareResourcesResponse { claims: answers })
+    }
+
+    /// The `unprepare-needs-claim` fault: a prepared claim's unprepare first reads the claim
+    /// from the API server, and fails where it is gone.
+    async fn claim_needed(&self, state: &State, claim: &dra_v1::Claim) -> Result<(), String> {
+        if !self.ctx.faults.has(&Fault::UnprepareNeedsClaim) || !state.checkpoint.claims.contains_key(&claim.uid) {
+            return Ok(());
+        }
+        self.claim_object(claim).await.map(drop).map_err(|e| format!("fault unprepare-needs-claim: {e}"))
     }
 
     /// `Ok(false)`: the claim was not prepared by this plugin, which is not an error.

@@ -102,9 +102,10 @@ pub const FAMILIES: &[Family] = &[
             LIFECYCLE_UNPREPARED,
             LIFECYCLE_CONTAINER_RESTART,
             LIFECYCLE_PREPARED_AND_NEW,
+            LIFECYCLE_FORCE_DELETE,
         ],
         publishes: Publishes::All(|g| g.retention.is_some()),
-        scenarios: &["lifecycle", "container-restart", "prepared-claim"],
+        scenarios: &["lifecycle", "container-restart", "prepared-claim", "force-delete"],
     },
     Family {
         key: "config",

@@ -8,6 +8,7 @@ mod container_restart;
 mod driver_outage;
 mod driver_restart;
 mod exhaustion;
+mod force_delete;
 mod impossible;
 mod isolation;
 mod lifecycle;
@@ -30,6 +31,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &limits::SCENARIO,
         &lifecycle::SCENARIO,
         &prepared_claim::SCENARIO,
+        &force_delete::SCENARIO,
         &exhaustion::SCENARIO,
         &config::SCENARIO,
         &coexistence::SCENARIO,
