@@ -3,7 +3,7 @@
 //! what a node does breaks exactly the guarantees of the fidelity table, the table that the
 //! `fidelity` test holds the emulated nodes to. The faults are those where the two could
 //! disagree: how the kubelet dials registration, how containerd resolves CDI, when the
-//! kubelet unprepares, what a kubelet restart and a reboot do, a driver restart that touches
+//! kubelet unprepares (also a force-deleted pod's claim), what a kubelet restart and a reboot do, a driver restart that touches
 //! running containers, which request's devices each container gets, how the kubelet asks two
 //! drivers to prepare one claim. Where the machine cannot run real nodes the test says why and checks nothing.
 
@@ -17,7 +17,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 /// kubelet calls it, a kubelet restart, a reboot, the kubelet's slice wipe after an outage, a
 /// driver restart under running containers, the devices of which request a container gets,
 /// the prepare of a claim that two drivers share, which claims of a pod the kubelet asks a
-/// driver to prepare (not those prepared on the node already).
+/// driver to prepare (not those prepared on the node already), when the kubelet unprepares the
+/// claim of a force-deleted pod (after its object is gone).
 /// Faults
 /// that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
@@ -34,6 +35,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "config-to-every-request",
     "prepare-every-result",
     "drop-unlisted-claims",
+    "unprepare-needs-claim",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).

@@ -38,6 +38,9 @@ const UNPREPARED: Duration = Duration::from_secs(30);
 /// come while the old claim was still prepared and wait that long.
 const KUBELET_RESYNC: Duration = Duration::from_secs(90);
 
+/// How long a kubelet usually takes to tear a force-deleted pod down.
+const TEARDOWN: Duration = Duration::from_secs(5);
+
 const CLAIM: &str = "reused";
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
@@ -87,6 +90,10 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
             );
             return cleanup(ctx, within).await;
         }
+    } else {
+        // Unseen, the teardown usually takes a second or two; a new pod that comes before it
+        // ends waits for the resync (allowed for below), which this pause mostly spares.
+        tokio::time::sleep(TEARDOWN).await;
     }
 
     ctx.phase("the claim made again under its name, and a new pod");
