@@ -113,6 +113,20 @@ pub struct Companion {
     pub seen: SeenDevices,
 }
 
+/// A change of a driver's inventory on one node, as an administrator makes one (a device taken
+/// out or put in, a setting that drops an attribute) and the driver must publish: the driver
+/// started again as `spec` should publish exactly `devices` for the node.
+#[derive(Clone)]
+pub struct InventoryChange {
+    /// What changed, for the report.
+    pub what: String,
+    pub spec: spec::DriverSpec,
+    pub devices: Vec<Device>,
+}
+
+/// Makes an [`InventoryChange`] for a node (`node`), writing any file it needs under `dir`.
+pub type ChangeInventory = Arc<dyn Fn(&str, &Path) -> Result<InventoryChange, String> + Send + Sync>;
+
 /// How many configurations a [`ConfigProbe`] tells apart: one for a class, one for a claim.
 pub const CONFIG_VARIANTS: usize = 2;
 
@@ -169,6 +183,9 @@ pub struct Adapter {
     pub device_classes: Vec<DeviceClass>,
     /// The inventory check of an installed driver (see [`HostInventory`]).
     pub host_inventory: Option<HostInventory>,
+    /// How the suite changes the driver's inventory on a node; `None` where it knows no way,
+    /// and the check that the driver follows a change is skipped.
+    pub change_inventory: Option<ChangeInventory>,
     /// Image names (the last path segment) of the driver's kubelet-plugin containers: where
     /// nobody states an installed driver's version, it is read from their tag.
     pub plugin_images: &'static [&'static str],
@@ -188,6 +205,7 @@ impl Adapter {
             workload: Workload::env(None),
             device_classes: Vec::new(),
             host_inventory: None,
+            change_inventory: None,
             plugin_images: &[],
         }
     }

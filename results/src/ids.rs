@@ -68,6 +68,7 @@ pub const PLUGIN_REGISTRATION_INFO: &str = "plugin.registration.info";
 pub const PLUGIN_SLICES_MATCH_INVENTORY: &str = "plugin.slices.match-inventory";
 pub const PLUGIN_SLICES_OWNED_BY_NODE: &str = "plugin.slices.owned-by-node";
 pub const PLUGIN_SLICES_RECREATED: &str = "plugin.slices.recreated";
+pub const PLUGIN_SLICES_FOLLOW_INVENTORY: &str = "plugin.slices.follow-inventory";
 pub const PLUGIN_PREPARE_ALLOCATED_CLAIM: &str = "plugin.prepare.allocated-claim";
 pub const PLUGIN_UNPREPARE_REMOVES_STATE: &str = "plugin.unprepare.removes-state";
 pub const PLUGIN_PREPARE_IDEMPOTENT: &str = "plugin.prepare.idempotent";
@@ -144,6 +145,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
         "slices follow the node-local pool rules: owned by the Node, one generation, right count",
     ),
     (PLUGIN_SLICES_RECREATED, "deleted slices are published again without a driver restart"),
+    (
+        PLUGIN_SLICES_FOLLOW_INVENTORY,
+        "a changed inventory is published under a new pool generation, with nothing of the old set left",
+    ),
     (PLUGIN_PREPARE_ALLOCATED_CLAIM, "prepare returns each allocated device with its CDI IDs"),
     (PLUGIN_UNPREPARE_REMOVES_STATE, "unprepare succeeds and leaves no CDI spec of the claim"),
     (PLUGIN_PREPARE_IDEMPOTENT, "preparing the same claim twice gives the same answer"),

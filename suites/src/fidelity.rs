@@ -58,6 +58,7 @@ const NEEDS_REGISTRATION: &[&str] = &[
     PLUGIN_SLICES_MATCH_INVENTORY,
     PLUGIN_SLICES_OWNED_BY_NODE,
     PLUGIN_SLICES_RECREATED,
+    PLUGIN_SLICES_FOLLOW_INVENTORY,
     PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
 ];
 
@@ -368,6 +369,18 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "unprepare-needs-claim",
         misbehaviour: "an unprepare reads the claim from the API server to learn what to undo and fails when it is gone: a force-deleted pod's claim, deleted before the kubelet tears the pod down, stays prepared for good, and a new claim of its name never starts on the node",
         breaks: &[&[LIFECYCLE_FORCE_DELETE]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "stale-devices",
+        misbehaviour: "devices published before that the inventory no longer has stay published: after a device is taken out, the scheduler can still allocate it",
+        breaks: &[&[PLUGIN_SLICES_FOLLOW_INVENTORY]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "no-generation-bump",
+        misbehaviour: "a change of the inventory is published under the pool generation already there, so consumers cannot tell the new set from the old",
+        breaks: &[&[PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[],
     },
 ];

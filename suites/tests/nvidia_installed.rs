@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dracheck_clusters::local::{DriverSpec, Progress};
+use dracheck_clusters::local::{DriverSpec, NodeKind, Progress};
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_nvidia::adapter::Options as NvidiaOptions;
 use dracheck_nvidia::record::{Gpu, Recording};
@@ -99,10 +99,15 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
     let inventory = work.path().join("inventory.yaml");
     std::fs::write(&inventory, dracheck_mock_driver::inventory::render(&published(&rec))).unwrap();
 
-    let mut cluster =
-        LocalCluster::start(LocalClusterOptions { progress: progress.clone(), ..LocalClusterOptions::from_env() })
-            .await
-            .expect("the local cluster starts");
+    // Emulated nodes whatever DRACHECK_NODE_KIND says: the stand-in `nvidia-smi` is a host
+    // file, and a real node's container would need an image with it.
+    let mut cluster = LocalCluster::start(LocalClusterOptions {
+        progress: progress.clone(),
+        node_kind: NodeKind::Emulated,
+        ..LocalClusterOptions::from_env()
+    })
+    .await
+    .expect("the local cluster starts");
     cluster.add_nodes(NODES).await.expect("nodes start");
     let first_node = cluster.nodes()[0].name().to_string();
     let opts = NvidiaOptions {

@@ -90,6 +90,17 @@ pub fn adapter(program: &Path, devices: u32) -> Adapter {
         canonical,
         workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         device_classes: vec![device_class()],
+        change_inventory: devices.checked_sub(1).map(|fewer| {
+            let program = program.to_path_buf();
+            let change: dracheck_adapter::ChangeInventory = Arc::new(move |_node: &str, _dir: &Path| {
+                Ok(dracheck_adapter::InventoryChange {
+                    what: format!("the plugin started with --num-devices={fewer}: its last GPU taken out"),
+                    spec: spec(&program, fewer),
+                    devices: published_devices(fewer),
+                })
+            });
+            change
+        }),
         ..Adapter::runnable("example", spec(program, devices), RELEASE.trim_start_matches('v').into())
     }
 }

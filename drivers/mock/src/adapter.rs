@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dracheck_adapter::spec::DriverSpec;
-use dracheck_adapter::{Adapter, AdapterError, ConfigProbe, OracleError, Workload};
+use dracheck_adapter::{Adapter, AdapterError, ConfigProbe, InventoryChange, OracleError, Workload};
+use k8s_openapi::api::resource::v1::Device;
 
 use crate::cli::DEFAULT_DRIVER as DRIVER;
 
@@ -14,16 +15,51 @@ use crate::cli::DEFAULT_DRIVER as DRIVER;
 pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Adapter, AdapterError> {
     let inv = crate::inventory::Inventory::load(inventory)
         .map_err(|e| AdapterError::Inventory { path: inventory.to_path_buf(), source: e.into() })?;
-    let oracle = Arc::new(move |node: &str| {
+    let oracle: dracheck_adapter::Oracle = Arc::new(move |node: &str| {
         let devices = inv.devices_for(node).map_err(|e| OracleError { node: node.into(), source: e.into() })?;
         Ok(crate::slices::published_devices(devices, &Default::default()))
     });
     let version = dracheck_adapter::stated_version(program, &fault_args(faults))?;
+    let (before, program_, faults_) = (Arc::clone(&oracle), program.to_path_buf(), faults.to_vec());
+    let change = Arc::new(move |node: &str, dir: &Path| {
+        let devices = changed(before(node).map_err(|e| e.to_string())?);
+        let path = dir.join("inventory-changed.yaml");
+        std::fs::write(&path, crate::inventory::render(&devices))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        Ok(InventoryChange { what: CHANGE.into(), spec: spec(&program_, &path, &faults_), devices })
+    });
     Ok(Adapter {
         oracle: Some(oracle),
+        change_inventory: Some(change),
         workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         ..Adapter::runnable("mock", spec(program, inventory, faults), version)
     })
+}
+
+/// What [`changed`] does to a node's devices.
+const CHANGE: &str = "the inventory file changed: its last device taken out, a device added, the first device's last \
+                      attribute and the second's last capacity removed";
+
+/// `devices` after [`CHANGE`]: each kind of change a driver must publish.
+fn changed(mut devices: Vec<Device>) -> Vec<Device> {
+    let added = devices.first().cloned().map(|mut d| {
+        d.name = "added-0".into();
+        d
+    });
+    devices.pop();
+    if let Some(attrs) = devices.first_mut().and_then(|d| d.attributes.as_mut()) {
+        attrs.pop_last();
+    }
+    if let Some(caps) = devices.get_mut(1).and_then(|d| d.capacity.as_mut()) {
+        caps.pop_last();
+    }
+    // An emptied map is published as none at all.
+    for d in &mut devices {
+        d.attributes = d.attributes.take().filter(|a| !a.is_empty());
+        d.capacity = d.capacity.take().filter(|c| !c.is_empty());
+    }
+    devices.extend(added);
+    devices
 }
 
 /// The mock built in this workspace (built now if it is not yet) on its shipped inventory.
@@ -166,6 +202,21 @@ mod tests {
         assert_eq!(seen, [("gpu-0".to_string(), None), ("gpu-1".into(), Some(1)), ("gpu-2".into(), Some(0))].into());
         assert_eq!(seen_devices(log), ["gpu-0", "gpu-1", "gpu-2"], "configuration lines are no devices");
         assert_eq!((CONFIG.parameters)(1), serde_json::json!({"dracheck": "config-1"}));
+    }
+
+    #[test]
+    fn a_changed_inventory_takes_out_adds_and_drops_what_it_says() {
+        let inv = crate::inventory::Inventory::load(&default_inventory()).unwrap();
+        let before = crate::slices::published_devices(inv.devices_for("n").unwrap(), &Default::default());
+        let after = changed(before.clone());
+        let names: Vec<&str> = after.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["gpu-0", "gpu-1", "gpu-2", "added-0"]);
+        let count = |d: &Device| (d.attributes.as_ref().map_or(0, |a| a.len()), d.capacity.as_ref().map_or(0, |c| c.len()));
+        assert_eq!(count(&after[0]), (count(&before[0]).0 - 1, count(&before[0]).1));
+        assert_eq!(count(&after[1]), (count(&before[1]).0, count(&before[1]).1 - 1));
+        // What the mock reads back from the written file is what the oracle says.
+        let reread = crate::inventory::Inventory::parse(Path::new("x"), &crate::inventory::render(&after)).unwrap();
+        assert_eq!(crate::slices::published_devices(reread.devices_for("n").unwrap(), &Default::default()), after);
     }
 
     #[test]

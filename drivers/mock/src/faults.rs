@@ -44,6 +44,8 @@ pub enum Fault {
     ClassConfigWins,
     DropUnlistedClaims,
     UnprepareNeedsClaim,
+    StaleDevices,
+    NoGenerationBump,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -401,6 +403,22 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "an unprepare of a prepared claim reads the claim from the API server and fails when it is gone or \
               was made again",
         form: Form::Bare(Fault::UnprepareNeedsClaim),
+    },
+    // Like a driver that merges what it finds with what it published before instead of
+    // publishing its inventory as it is: a device taken out stays offered, and the scheduler
+    // allocates a device the node no longer has. Breaks `plugin.slices.follow-inventory`.
+    FaultSpec {
+        name: "stale-devices",
+        doc: "devices published before that the inventory no longer has stay published",
+        form: Form::Bare(Fault::StaleDevices),
+    },
+    // Like a driver that updates its slices in place: consumers that take the newest
+    // generation of a pool as one consistent set cannot tell the new devices from the old.
+    // Breaks `plugin.slices.follow-inventory`.
+    FaultSpec {
+        name: "no-generation-bump",
+        doc: "a change of the inventory is published under the pool generation of the slices already there",
+        form: Form::Bare(Fault::NoGenerationBump),
     },
 ];
 

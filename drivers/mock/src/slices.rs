@@ -319,6 +319,13 @@ impl Publisher {
         devices: &[Device],
     ) -> Result<(), String> {
         let live = self.live(node).await?;
+        let stale;
+        let devices = if self.faults.has(&Fault::StaleDevices) {
+            stale = with_stale(devices, &live);
+            &stale
+        } else {
+            devices
+        };
         let live_generation = live.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
         let pool = self.pools.entry(node.to_string()).or_default();
         if pool.generation == 0 {
@@ -337,7 +344,12 @@ impl Publisher {
         }
         // Any change bumps the generation of every slice of the pool, so consumers can tell
         // the new set from the old one.
-        let generation = pool.generation.max(live_generation) + 1;
+        let generation = if self.faults.has(&Fault::NoGenerationBump) && live_generation > 0 {
+            log!("fault no-generation-bump: publishing pool {node} under generation {live_generation} again");
+            live_generation
+        } else {
+            pool.generation.max(live_generation) + 1
+        };
         let next = desired(&self.driver, node, owner, devices, generation);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut written = HashMap::new();
@@ -403,6 +415,18 @@ impl Publisher {
             }
         }
     }
+}
+
+/// The `stale-devices` fault: `devices`, and every device of the `live` slices they lack.
+fn with_stale(devices: &[Device], live: &[ResourceSlice]) -> Vec<Device> {
+    let mut out = devices.to_vec();
+    for d in live.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
+        if !out.iter().any(|o| o.name == d.name) {
+            log!("fault stale-devices: device {} is no longer in the inventory and stays published", d.name);
+            out.push(d.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub fn adapter(opts: Options) -> Adapter {
         },
         device_classes: crate::device_classes(),
         host_inventory: Some(Arc::new(move |published| host.check(published))),
+        change_inventory: None,
         plugin_images: crate::PLUGIN_IMAGES,
     }
 }

@@ -246,6 +246,16 @@ impl PluginNode {
         self.wait_registered().await
     }
 
+    /// A clean stop and a start as `spec` on the same dirs, as a DaemonSet replaces its pod
+    /// after a change of the driver's configuration.
+    pub async fn replace(&mut self, spec: &dracheck_adapter::spec::DriverSpec, access: &PluginAccess) -> Result<(), HarnessError> {
+        self.driver.stop(Duration::from_secs(5));
+        self.driver = DriverInstance::start(spec, &self.cfg, &access.kubeconfig, Lifetime::Attached)
+            .map_err(HarnessError::Start)?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.wait_registered().await
+    }
+
     pub fn evidence(&self) -> Vec<Evidence> {
         vec![Evidence { title: format!("driver log on {}", self.name), body: self.driver.log_tail(25) }]
     }

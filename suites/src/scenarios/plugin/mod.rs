@@ -8,6 +8,7 @@ mod concurrent;
 mod foreign_node;
 pub(crate) mod harness;
 mod idempotent;
+mod inventory_change;
 mod other_drivers;
 mod prepare;
 mod registration;
@@ -23,6 +24,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &registration::SCENARIO,
         &slices::SCENARIO,
         &slices_kept::SCENARIO,
+        &inventory_change::SCENARIO,
         &prepare::SCENARIO,
         &idempotent::SCENARIO,
         &unknown_unprepare::SCENARIO,

@@ -1,0 +1,116 @@
+//! The slices follow the inventory. When a node's devices change (a GPU taken out or put in,
+//! a setting that drops an attribute or a capacity) the driver, started again on its new
+//! configuration, publishes the new set under a new pool generation, so that the scheduler
+//! and every other consumer can tell it from the old one, and leaves nothing of the old set
+//! behind: no device the node no longer has, no slice of an older generation. Upstream's
+//! `testPublishResourceSlices` checks the helper's part of this; here the whole driver is.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
+
+use super::harness::PluginNode;
+use super::published_slices;
+use super::slices::shape;
+use crate::engine::{Ctx, ScenarioError};
+use crate::profile::ids::PLUGIN_SLICES_FOLLOW_INVENTORY as ID;
+
+super::plugin_scenario!("plugin-inventory-change", [ID]);
+
+/// A driver started on a changed configuration publishes at start-up, as it does on its
+/// first start.
+const FOLLOWED: Duration = Duration::from_secs(60);
+
+/// The pool as published: its newest generation, each generation's slice count, and each
+/// device by name with its attributes and capacities (over every slice, whatever its
+/// generation, since a consumer that lists them sees them all).
+struct Pool {
+    top: i64,
+    generations: BTreeMap<i64, usize>,
+    devices: BTreeMap<String, String>,
+}
+
+impl Pool {
+    fn of(slices: &[ResourceSlice], canonical: fn(Device) -> Device) -> Pool {
+        let mut generations = BTreeMap::new();
+        for s in slices {
+            *generations.entry(s.spec.pool.generation).or_insert(0) += 1;
+        }
+        Pool {
+            top: generations.keys().max().copied().unwrap_or(0),
+            generations,
+            devices: slices
+                .iter()
+                .flat_map(|s| s.spec.devices.iter().flatten())
+                .map(|d| (d.name.clone(), shape(&canonical(d.clone()))))
+                .collect(),
+        }
+    }
+}
+
+async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
+    let adapter = &ctx.target.adapter;
+    let (Some(change), Some(access)) = (&adapter.change_inventory, PluginNode::access(ctx)) else {
+        ctx.skip(ID, format!("the suite knows no way to change the inventory of driver {}", node.driver_name));
+        return Ok(());
+    };
+    let before = Pool::of(&published_slices(node, ctx).await?, adapter.canonical);
+    let change = change(&node.name, &node.cfg.root).map_err(ScenarioError::Unmet)?;
+    let want: BTreeMap<String, String> =
+        change.devices.iter().map(|d| (d.name.clone(), shape(&(adapter.canonical)(d.clone())))).collect();
+    node.replace(&change.spec, access).await?;
+
+    // Done once the pool is one generation past the old one holding exactly the new set.
+    let followed = |p: &Pool| p.top > before.top && p.generations.len() == 1 && p.devices == want;
+    let outcome = ctx
+        .poll_until(
+            FOLLOWED,
+            || async { Pool::of(&ctx.slices_of(&node.name).await, adapter.canonical) },
+            |p| followed(p),
+        )
+        .await;
+    match outcome {
+        Ok((now, _)) => ctx.pass(
+            ID,
+            format!(
+                "{}: the pool went from generation {} to {} with exactly the {} device(s) of the new inventory",
+                change.what,
+                before.top,
+                now.top,
+                want.len()
+            ),
+        ),
+        Err(now) => {
+            let mut problems = Vec::new();
+            let stale: Vec<&String> = now.devices.keys().filter(|d| !want.contains_key(*d)).collect();
+            if !stale.is_empty() {
+                problems.push(format!("devices the node no longer has are still published: {stale:?}"));
+            }
+            let differ: Vec<&String> =
+                want.keys().filter(|d| now.devices.get(*d) != want.get(*d)).collect();
+            if !differ.is_empty() {
+                problems.push(format!("devices missing or published as they were before: {differ:?}"));
+            }
+            if now.top <= before.top && now.devices != before.devices {
+                problems.push(format!(
+                    "the new set is published under generation {}, the old set's: the pool generation must grow with \
+                     every change",
+                    now.top
+                ));
+            }
+            if now.generations.len() > 1 {
+                problems.push(format!("slices of several generations are left: {:?} (generation: slices)", now.generations));
+            }
+            if problems.is_empty() {
+                problems.push("the driver published nothing new".into());
+            }
+            ctx.fail(
+                ID,
+                format!("{}, and {}s later: {}", change.what, FOLLOWED.as_secs(), problems.join("; ")),
+                node.evidence(),
+            );
+        }
+    }
+    Ok(())
+}
