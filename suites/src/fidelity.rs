@@ -379,7 +379,7 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "no-generation-bump",
-        misbehaviour: "a change of the inventory is published under the pool generation already there, so consumers cannot tell the new set from the old",
+        misbehaviour: "a change of the inventory is published under the pool generation already there, also one that adds a slice, so consumers cannot tell the new set from the old",
         breaks: &[&[PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[],
     },

@@ -37,15 +37,20 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
 }
 
 /// What [`changed`] does to a node's devices.
-const CHANGE: &str = "the inventory file changed: its last device taken out, a device added, the first device's last \
-                      attribute and the second's last capacity removed";
+const CHANGE: &str = "the inventory file changed: its last device taken out, 128 devices added (a second slice), the \
+                      first device's last attribute and the second's last capacity removed";
 
-/// `devices` after [`CHANGE`]: each kind of change a driver must publish.
+/// `devices` after [`CHANGE`]: each kind of change a driver must publish, and enough new
+/// devices that the pool needs one more slice, a change no single update can make.
 fn changed(mut devices: Vec<Device>) -> Vec<Device> {
-    let added = devices.first().cloned().map(|mut d| {
-        d.name = "added-0".into();
-        d
-    });
+    let added: Vec<Device> = devices
+        .first()
+        .into_iter()
+        .flat_map(|first| {
+            (0..crate::slices::MAX_DEVICES_PER_SLICE)
+                .map(move |i| Device { name: format!("added-{i}"), ..first.clone() })
+        })
+        .collect();
     devices.pop();
     if let Some(attrs) = devices.first_mut().and_then(|d| d.attributes.as_mut()) {
         attrs.pop_last();
@@ -209,9 +214,11 @@ mod tests {
         let inv = crate::inventory::Inventory::load(&default_inventory()).unwrap();
         let before = crate::slices::published_devices(inv.devices_for("n").unwrap(), &Default::default());
         let after = changed(before.clone());
-        let names: Vec<&str> = after.iter().map(|d| d.name.as_str()).collect();
+        let names: Vec<&str> = after.iter().map(|d| d.name.as_str()).take(4).collect();
         assert_eq!(names, ["gpu-0", "gpu-1", "gpu-2", "added-0"]);
-        let count = |d: &Device| (d.attributes.as_ref().map_or(0, |a| a.len()), d.capacity.as_ref().map_or(0, |c| c.len()));
+        assert_eq!(after.len(), 3 + crate::slices::MAX_DEVICES_PER_SLICE, "more than one slice holds");
+        let count =
+            |d: &Device| (d.attributes.as_ref().map_or(0, |a| a.len()), d.capacity.as_ref().map_or(0, |c| c.len()));
         assert_eq!(count(&after[0]), (count(&before[0]).0 - 1, count(&before[0]).1));
         assert_eq!(count(&after[1]), (count(&before[1]).0, count(&before[1]).1 - 1));
         // What the mock reads back from the written file is what the oracle says.

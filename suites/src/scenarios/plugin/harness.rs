@@ -248,7 +248,11 @@ impl PluginNode {
 
     /// A clean stop and a start as `spec` on the same dirs, as a DaemonSet replaces its pod
     /// after a change of the driver's configuration.
-    pub async fn replace(&mut self, spec: &dracheck_adapter::spec::DriverSpec, access: &PluginAccess) -> Result<(), HarnessError> {
+    pub async fn replace(
+        &mut self,
+        spec: &dracheck_adapter::spec::DriverSpec,
+        access: &PluginAccess,
+    ) -> Result<(), HarnessError> {
         self.driver.stop(Duration::from_secs(5));
         self.driver = DriverInstance::start(spec, &self.cfg, &access.kubeconfig, Lifetime::Attached)
             .map_err(HarnessError::Start)?;

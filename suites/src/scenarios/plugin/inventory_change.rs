@@ -1,8 +1,11 @@
 //! The slices follow the inventory. When a node's devices change (a GPU taken out or put in,
 //! a setting that drops an attribute or a capacity) the driver, started again on its new
-//! configuration, publishes the new set under a new pool generation, so that the scheduler
-//! and every other consumer can tell it from the old one, and leaves nothing of the old set
-//! behind: no device the node no longer has, no slice of an older generation. Upstream's
+//! configuration, publishes the new set and leaves nothing of the old one behind: no device
+//! the node no longer has, no slice of an older generation. Where the change spans more than
+//! one slice (before or after), it comes under a new pool generation, so that consumers, who
+//! take the newest generation as the pool, never mix old and new slices. A change within one
+//! slice is one atomic update, and the upstream helper keeps the generation for it ("at most
+//! one update API call is necessary"), so the suite does not ask for more. Upstream's
 //! `testPublishResourceSlices` checks the helper's part of this; here the whole driver is.
 
 use std::collections::BTreeMap;
@@ -27,6 +30,7 @@ const FOLLOWED: Duration = Duration::from_secs(60);
 /// generation, since a consumer that lists them sees them all).
 struct Pool {
     top: i64,
+    slices: usize,
     generations: BTreeMap<i64, usize>,
     devices: BTreeMap<String, String>,
 }
@@ -39,6 +43,7 @@ impl Pool {
         }
         Pool {
             top: generations.keys().max().copied().unwrap_or(0),
+            slices: slices.len(),
             generations,
             devices: slices
                 .iter()
@@ -61,8 +66,10 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         change.devices.iter().map(|d| (d.name.clone(), shape(&(adapter.canonical)(d.clone())))).collect();
     node.replace(&change.spec, access).await?;
 
-    // Done once the pool is one generation past the old one holding exactly the new set.
-    let followed = |p: &Pool| p.top > before.top && p.generations.len() == 1 && p.devices == want;
+    // Done once the pool is one generation holding exactly the new set, past the old one's
+    // where more than one slice took part.
+    let needs_bump = |p: &Pool| before.slices > 1 || p.slices > 1;
+    let followed = |p: &Pool| (p.top > before.top || !needs_bump(p)) && p.generations.len() == 1 && p.devices == want;
     let outcome = ctx
         .poll_until(
             FOLLOWED,
@@ -74,10 +81,13 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         Ok((now, _)) => ctx.pass(
             ID,
             format!(
-                "{}: the pool went from generation {} to {} with exactly the {} device(s) of the new inventory",
+                "{}: the pool went from generation {} ({} slice(s)) to {} ({} slice(s)) with exactly the {} \
+                 device(s) of the new inventory",
                 change.what,
                 before.top,
+                before.slices,
                 now.top,
+                now.slices,
                 want.len()
             ),
         ),
@@ -87,20 +97,22 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
             if !stale.is_empty() {
                 problems.push(format!("devices the node no longer has are still published: {stale:?}"));
             }
-            let differ: Vec<&String> =
-                want.keys().filter(|d| now.devices.get(*d) != want.get(*d)).collect();
+            let differ: Vec<&String> = want.keys().filter(|d| now.devices.get(*d) != want.get(*d)).collect();
             if !differ.is_empty() {
                 problems.push(format!("devices missing or published as they were before: {differ:?}"));
             }
-            if now.top <= before.top && now.devices != before.devices {
+            if now.top <= before.top && now.devices != before.devices && needs_bump(&now) {
                 problems.push(format!(
-                    "the new set is published under generation {}, the old set's: the pool generation must grow with \
-                     every change",
-                    now.top
+                    "the new set ({} slices, {} before) is published under generation {}, the old set's: a change \
+                     of more than one slice must come with a new pool generation",
+                    now.slices, before.slices, now.top
                 ));
             }
             if now.generations.len() > 1 {
-                problems.push(format!("slices of several generations are left: {:?} (generation: slices)", now.generations));
+                problems.push(format!(
+                    "slices of several generations are left: {:?} (generation: slices)",
+                    now.generations
+                ));
             }
             if problems.is_empty() {
                 problems.push("the driver published nothing new".into());
