@@ -78,19 +78,24 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         )
         .await;
     match outcome {
-        Ok((now, _)) => ctx.pass(
-            ID,
-            format!(
-                "{}: the pool went from generation {} ({} slice(s)) to {} ({} slice(s)) with exactly the {} \
-                 device(s) of the new inventory",
-                change.what,
-                before.top,
-                before.slices,
-                now.top,
-                now.slices,
-                want.len()
-            ),
-        ),
+        Ok((now, _)) => {
+            let generation = if now.top > before.top {
+                format!("went from generation {} to {}", before.top, now.top)
+            } else {
+                format!("kept generation {} (one slice, changed in one update)", now.top)
+            };
+            ctx.pass(
+                ID,
+                format!(
+                    "{}: the pool ({} slice(s), {} before) {generation} with exactly the {} device(s) of the new \
+                     inventory",
+                    change.what,
+                    now.slices,
+                    before.slices,
+                    want.len()
+                ),
+            )
+        }
         Err(now) => {
             let mut problems = Vec::new();
             let stale: Vec<&String> = now.devices.keys().filter(|d| !want.contains_key(*d)).collect();
