@@ -115,6 +115,26 @@ pub async fn sees_all(ctx: &Ctx<'_>, pod: &str, claims: &[&ResourceClaim]) -> Re
     }
 }
 
+/// Records `id` from what `pod` shows it sees of `claims`: passed (`passed` given what it
+/// saw), skipped where the suite cannot read the driver's workloads, or failed with the pod's
+/// evidence.
+pub async fn judge_sees_all(
+    ctx: &Ctx<'_>,
+    id: &str,
+    pod: &str,
+    claims: &[&ResourceClaim],
+    passed: impl FnOnce(String) -> String,
+) {
+    match sees_all(ctx, pod, claims).await {
+        Ok(Some(seen)) => ctx.pass(id, passed(seen)),
+        Ok(None) => ctx.skip(
+            id,
+            format!("the suite does not know how driver {} shows its devices in a container", ctx.target.driver.name),
+        ),
+        Err(e) => ctx.fail(id, e.to_string(), ctx.evidence(pod).await),
+    }
+}
+
 /// The `name` attribute of each device allocated to `claim`, as its slice publishes it.
 async fn attribute_of_allocated(ctx: &Ctx<'_>, claim: &ResourceClaim, name: &str) -> Result<Vec<String>, NotSeen> {
     let driver = &ctx.target.driver.name;

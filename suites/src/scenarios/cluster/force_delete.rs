@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::DeleteParams;
 
-use super::common::{device_names, running, sees_all};
+use super::common::{device_names, judge_sees_all, running};
 use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -102,21 +102,14 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let bound = if kubelet_visible { within } else { within + KUBELET_RESYNC };
     let Some(new) = running(ctx, id, CLAIM, "second", bound).await else { return cleanup(ctx, within).await };
     let new_uid = new.metadata.uid.as_deref().unwrap_or_default();
-    match sees_all(ctx, "second", &[&new]).await {
-        Ok(Some(seen)) => ctx.pass(
-            id,
-            format!(
-                "after its pod was force-deleted, claim {CLAIM} (UID {old_uid}) was unprepared without its object, and \
-                 the claim made again under its name (UID {new_uid}, {:?}) ran a new pod: {seen}",
-                device_names(&new)
-            ),
-        ),
-        Ok(None) => ctx.skip(
-            id,
-            format!("the suite does not know how driver {} shows its devices in a container", ctx.target.driver.name),
-        ),
-        Err(e) => ctx.fail(id, e.to_string(), ctx.evidence("second").await),
-    }
+    judge_sees_all(ctx, id, "second", &[&new], |seen| {
+        format!(
+            "after its pod was force-deleted, claim {CLAIM} (UID {old_uid}) was unprepared without its object, and \
+             the claim made again under its name (UID {new_uid}, {:?}) ran a new pod: {seen}",
+            device_names(&new)
+        )
+    })
+    .await;
     cleanup(ctx, within).await
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::DeleteParams;
 
-use super::common::{device_names, running, sees_all};
+use super::common::{device_names, judge_sees_all, running};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -40,21 +40,14 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     ctx.create(&claim.claim(&ctx.ns, "new")).await?;
     ctx.create(&ctx.workload("joiner").claim("prepared", "prepared").claim("new", "new").build()).await?;
     let Some(second) = running(ctx, id, "new", "joiner", within).await else { return cleanup(ctx, within).await };
-    match sees_all(ctx, "joiner", &[&first, &second]).await {
-        Ok(Some(_)) => ctx.pass(
-            id,
-            format!(
-                "a pod with the claim another pod runs with ({:?}) and a new one ({:?}) ran and sees both",
-                device_names(&first),
-                device_names(&second)
-            ),
-        ),
-        Ok(None) => ctx.skip(
-            id,
-            format!("the suite does not know how driver {} shows its devices in a container", ctx.target.driver.name),
-        ),
-        Err(e) => ctx.fail(id, e.to_string(), ctx.evidence("joiner").await),
-    }
+    judge_sees_all(ctx, id, "joiner", &[&first, &second], |_| {
+        format!(
+            "a pod with the claim another pod runs with ({:?}) and a new one ({:?}) ran and sees both",
+            device_names(&first),
+            device_names(&second)
+        )
+    })
+    .await;
     cleanup(ctx, within).await
 }
 
