@@ -12,6 +12,12 @@ impl Filter {
     pub fn selects(&self, id: &str) -> bool {
         (self.only.is_empty() || self.only.iter().any(|g| glob(g, id))) && !self.skip.iter().any(|g| glob(g, id))
     }
+
+    /// The globs of `only` and `skip` that match none of `ids`: a typo, or a list given as one
+    /// glob (`a,b`), which would otherwise select nothing without a word.
+    pub fn matching_none<'a>(&'a self, ids: &[&str]) -> Vec<&'a str> {
+        self.only.iter().chain(&self.skip).filter(|g| !ids.iter().any(|id| glob(g, id))).map(String::as_str).collect()
+    }
 }
 
 /// `*` matches any run of characters; everything else matches itself.
@@ -42,5 +48,7 @@ mod tests {
         assert!(!f.selects("claim.impossible.count"));
         assert!(!f.selects("plugin.cdi.valid"));
         assert!(Filter::default().selects("anything"));
+        let f = Filter { only: vec!["claim.*".into(), "a,b".into()], skip: vec!["nope".into()] };
+        assert_eq!(f.matching_none(&["claim.impossible.count", "a"]), ["a,b", "nope"]);
     }
 }

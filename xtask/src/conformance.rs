@@ -97,9 +97,22 @@ pub struct ConformanceArgs {
 }
 
 impl ConformanceArgs {
-    /// The guarantees `--only` and `--skip` select.
-    fn filter(&self) -> Filter {
-        Filter { only: self.only.clone(), skip: self.skip.clone() }
+    /// The guarantees `--only` and `--skip` select; each of their globs must match some
+    /// guarantee ID.
+    fn filter(&self) -> Result<Filter, Early> {
+        let filter = Filter { only: self.only.clone(), skip: self.skip.clone() };
+        let ids: Vec<&str> = dracheck_suites::profile::ids::MEANINGS.iter().map(|(id, _)| *id).collect();
+        match filter.matching_none(&ids).as_slice() {
+            [] => Ok(filter),
+            none => Err((
+                exit::BAD_INPUT,
+                format!(
+                    "--only/--skip {none:?}: no guarantee ID matches; `cargo xtask list` shows them all. Globs use `*` \
+                     (`--only 'claim.*'`), and several are given as several flags (`--only a --only b`), not as one \
+                     list"
+                ),
+            )),
+        }
     }
 }
 
@@ -195,7 +208,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-    let filter = args.filter();
+    let filter = args.filter()?;
     let node_kind: NodeKind = args.node_kind.parse().map_err(|e: String| (exit::BAD_INPUT, e))?;
     check_nodes(args.nodes, node_kind, &profiles, &filter)?;
 
@@ -238,7 +251,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
 async fn dry_run(args: &ConformanceArgs, progress: &Progress) -> Result<u8, Early> {
     let adapter = args.driver.adapter(Some("mock"), progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(args, &adapter)?;
-    let filter = args.filter();
+    let filter = args.filter()?;
     // kind and K3s clusters start empty: their driver is always installed.
     let installed = args.install.wanted()? || matches!(args.cluster.as_str(), "kind" | "k3s");
     let abilities = match args.cluster.as_str() {
@@ -358,7 +371,7 @@ async fn local_chart(
     }
     dracheck_clusters::local::validate_feature_gates(&args.feature_gates)
         .map_err(|e| (exit::BAD_INPUT, e.to_string()))?;
-    let filter = args.filter();
+    let filter = args.filter()?;
     check_nodes(args.nodes, node_kind, &profiles, &filter)?;
     // The chart, image and helm are ready before the cluster starts.
     let local = crate::install::local_values(adapter.short, &args.install);
@@ -453,7 +466,7 @@ async fn existing(
         context: args.context.clone(),
         adapter,
         profiles,
-        filter: args.filter(),
+        filter: args.filter()?,
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
         parallel: args.parallel,
         // Only where the suite started the nodes: elsewhere it cannot run a driver on one.

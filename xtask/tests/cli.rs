@@ -173,6 +173,8 @@ fn up_refuses_an_unknown_driver_or_a_driver_without_nodes(#[case] args: &[&str],
 #[case::no_nodes(&["conformance", "--nodes", "0"], "needs at least 2 node(s)")]
 #[case::unknown_node_kind(&["conformance", "--node-kind", "virtual"], "[possible values: real, emulated]")]
 #[case::too_many_real_nodes(&["conformance", "--nodes", "100000"], "--node-kind emulated")]
+#[case::only_as_a_list(&["conformance", "--only", "claim.*,plugin.*"], "no guarantee ID matches")]
+#[case::skip_typo(&["conformance", "--skip", "plugin.slice.*"], "no guarantee ID matches")]
 #[case::too_few_for_removal(&["conformance", "--nodes", "1"], "one more for each profile whose node-removal scenario")]
 #[case::too_many_for_the_machine(&["conformance", "--nodes", "100000"], "this machine can hold at most")]
 #[case::unwritable_out(&["conformance", "--out", "/proc/dracheck-cannot-write-here"], "cannot write there")]
