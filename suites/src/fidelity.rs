@@ -140,13 +140,19 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "wrong-attribute=index=7",
         misbehaviour: "every published device has attribute index = 7, unlike the inventory",
-        breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY]],
+        // After an inventory change, too, the slices do not hold the inventory.
+        breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[],
     },
     FaultCase {
         fault: "wrong-capacity=memory=1Ti",
         misbehaviour: "every published device claims 1Ti of memory (the inventory has 24Gi and 80Gi), like memory reported in the wrong unit; the scheduler allocates requests no device can meet",
-        breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, CLAIM_IMPOSSIBLE_CAPACITY, CLAIM_IMPOSSIBLE_EXPLAINED]],
+        breaks: &[&[
+            PLUGIN_SLICES_MATCH_INVENTORY,
+            PLUGIN_SLICES_FOLLOW_INVENTORY,
+            CLAIM_IMPOSSIBLE_CAPACITY,
+            CLAIM_IMPOSSIBLE_EXPLAINED,
+        ]],
         may_break: &[],
     },
     FaultCase {
@@ -154,6 +160,7 @@ pub const FAULTS: &[FaultCase] = &[
         misbehaviour: "publishes 32 devices per node that do not exist; the scheduler allocates them (a claim for more devices than a node has, and a pod past the real capacity) and prepare refuses them",
         breaks: &[&[
             PLUGIN_SLICES_MATCH_INVENTORY,
+            PLUGIN_SLICES_FOLLOW_INVENTORY,
             CLAIM_IMPOSSIBLE_COUNT,
             CLAIM_IMPOSSIBLE_EXPLAINED,
             CAPACITY_RECOVERED,
@@ -221,6 +228,7 @@ pub const FAULTS: &[FaultCase] = &[
                 ISOLATION_EXCLUSIVE,
                 CLAIM_IMPOSSIBLE_EXPLAINED,
                 PLUGIN_SLICES_MATCH_INVENTORY,
+                PLUGIN_SLICES_FOLLOW_INVENTORY,
             ],
             NEEDS_RUNNING_WORKLOADS,
         ],
@@ -247,6 +255,7 @@ pub const FAULTS: &[FaultCase] = &[
         // no plugin to register. A reboot starts the driver again too.
         breaks: &[&[
             PLUGIN_RESTART_KEEPS_STATE,
+            PLUGIN_SLICES_FOLLOW_INVENTORY,
             DRIVER_RESTART_NEW_CLAIMS_WORK,
             DRIVER_RESTART_NO_LEAKS,
             DRIVER_RESTART_LONG_OUTAGE,
@@ -310,8 +319,9 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "trust-published",
         misbehaviour: "a restarted driver takes the slices it published before to be in place and writes none until they change; after an outage past the kubelet's 30 s wipe delay the node offers no devices",
-        // A reboot's kubelet wipes at start-up, before the driver is back as a rule.
-        breaks: &[&[DRIVER_RESTART_LONG_OUTAGE]],
+        // A reboot's kubelet wipes at start-up, before the driver is back as a rule. Started
+        // again on a changed inventory, it publishes nothing of the change.
+        breaks: &[&[DRIVER_RESTART_LONG_OUTAGE, PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
     },
     FaultCase {
