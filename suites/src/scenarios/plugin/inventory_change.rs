@@ -2,16 +2,16 @@
 //! a setting that drops an attribute or a capacity) the driver, started again on its new
 //! configuration, publishes the new set and leaves nothing of the old one behind: no device
 //! the node no longer has, no slice of an older generation. Where the change spans more than
-//! one slice (before or after) and a slice object of the old set is still there (updated in
-//! place), it comes under a new pool generation, so that consumers, who take the newest
-//! generation as the pool, never mix old and new slices. A change within one slice is one
-//! atomic update, and the upstream helper keeps the generation for it ("at most one update API
-//! call is necessary"); a driver that deleted every old slice first may start its generations
-//! over (the API allows a reset once all slices of the pool are replaced). The suite asks for
-//! no more than that. Upstream's
+//! one slice (before or after), it comes under a new pool generation, so that consumers, who
+//! take the newest generation as the pool, never mix old and new slices. A change within one
+//! slice is one atomic update, and the upstream helper keeps the generation for it ("at most
+//! one update API call is necessary"), so the suite does not ask for more. The API would also
+//! let a driver that deleted all its slices first start its generations over; the suite does
+//! not tell that from slices written next to old ones of the same generation, and such a driver
+//! already fails `driver.restart.slices-kept` (its devices vanish while it restarts). Upstream's
 //! `testPublishResourceSlices` checks the helper's part of this; here the whole driver is.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
@@ -34,7 +34,6 @@ const FOLLOWED: Duration = Duration::from_secs(60);
 struct Pool {
     top: i64,
     slices: usize,
-    uids: BTreeSet<String>,
     generations: BTreeMap<i64, usize>,
     devices: BTreeMap<String, String>,
 }
@@ -48,7 +47,6 @@ impl Pool {
         Pool {
             top: generations.keys().max().copied().unwrap_or(0),
             slices: slices.len(),
-            uids: slices.iter().filter_map(|s| s.metadata.uid.clone()).collect(),
             generations,
             devices: slices
                 .iter()
@@ -72,8 +70,8 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     node.replace(&change.spec, access).await?;
 
     // Done once the pool is one generation holding exactly the new set, past the old one's
-    // where more than one slice took part and an old slice object was kept.
-    let needs_bump = |p: &Pool| (before.slices > 1 || p.slices > 1) && !p.uids.is_disjoint(&before.uids);
+    // where more than one slice took part.
+    let needs_bump = |p: &Pool| before.slices > 1 || p.slices > 1;
     let followed = |p: &Pool| (p.top > before.top || !needs_bump(p)) && p.generations.len() == 1 && p.devices == want;
     let outcome = ctx
         .poll_until(
@@ -113,9 +111,8 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
             }
             if now.top <= before.top && now.devices != before.devices && needs_bump(&now) {
                 problems.push(format!(
-                    "the new set ({} slices, {} before, an old slice updated in place) is published under \
-                     generation {}, the old set's: a change of more than one slice must come with a new pool \
-                     generation",
+                    "the new set ({} slices, {} before) is published under generation {}, the old set's: a change \
+                     of more than one slice must come with a new pool generation",
                     now.slices, before.slices, now.top
                 ));
             }
