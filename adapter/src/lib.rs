@@ -186,6 +186,11 @@ pub struct Adapter {
     /// How the suite changes the driver's inventory on a node; `None` where it knows no way,
     /// and the check that the driver follows a change is skipped.
     pub change_inventory: Option<ChangeInventory>,
+    /// The arguments that make the driver's plugin a second instance with sockets of its own
+    /// beside the first on a node (a rolling update's new pod; the upstream helper's
+    /// `RollingUpdate` takes the pod UID); `None` where the suite knows none, and the upgrade
+    /// checks are skipped.
+    pub instance_args: Option<fn(id: &str) -> Vec<String>>,
     /// Image names (the last path segment) of the driver's kubelet-plugin containers: where
     /// nobody states an installed driver's version, it is read from their tag.
     pub plugin_images: &'static [&'static str],
@@ -206,6 +211,7 @@ impl Adapter {
             device_classes: Vec::new(),
             host_inventory: None,
             change_inventory: None,
+            instance_args: None,
             plugin_images: &[],
         }
     }

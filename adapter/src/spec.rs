@@ -98,6 +98,20 @@ impl DriverSpec {
         })
     }
 
+    /// The same driver with `extra` after its arguments.
+    pub fn with_args(&self, extra: Vec<String>) -> DriverSpec {
+        let args = self.args.clone();
+        DriverSpec {
+            name: self.name.clone(),
+            program: self.program.clone(),
+            args: Arc::new(move |node, kubeconfig| {
+                let mut all = args(node, kubeconfig);
+                all.extend(extra.iter().cloned());
+                all
+            }),
+        }
+    }
+
     /// The dir the driver keeps its service socket in on `node`.
     pub fn plugin_dir(&self, node: &NodeDirs) -> PathBuf {
         node.plugins_dir().join(&self.name)

@@ -43,6 +43,8 @@ pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";
 pub const DRIVER_RESTART_SLICES_KEPT: &str = "driver.restart.slices-kept";
 pub const DRIVER_RESTART_NO_LEAKS: &str = "driver.restart.no-leaks";
+pub const DRIVER_UPGRADE_ROLLING: &str = "driver.upgrade.rolling";
+pub const DRIVER_UPGRADE_FAILED: &str = "driver.upgrade.failed";
 
 // driverOutage
 pub const DRIVER_RESTART_LONG_OUTAGE: &str = "driver.restart.long-outage";
@@ -120,6 +122,16 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (DRIVER_RESTART_NEW_CLAIMS_WORK, "claims made after a driver restart are prepared and run"),
     (DRIVER_RESTART_SLICES_KEPT, "a restarting driver leaves its slices in place: the devices never vanish"),
     (DRIVER_RESTART_NO_LEAKS, "a claim prepared before a restart leaves nothing behind once its pod goes"),
+    (
+        DRIVER_UPGRADE_ROLLING,
+        "through a rolling update (a new instance beside the old, then the old gone) the slices stay as they are, \
+         pods keep their devices, and the new instance prepares new claims and unprepares the old ones",
+    ),
+    (
+        DRIVER_UPGRADE_FAILED,
+        "a new instance that registers and goes again (a failed update) leaves the old one serving: the same \
+         slices, new claims run",
+    ),
     (
         DRIVER_RESTART_LONG_OUTAGE,
         "after an outage past the kubelet's 30 s wipe the same devices return and pods proceed",

@@ -35,6 +35,7 @@ pub fn needs(scenario: &Scenario) -> Vec<&'static str> {
         Disruption::StopsDriver => Some("the driver's processes in the suite's hands (not a DaemonSet)"),
         Disruption::ControlsNodes => Some("control over the nodes (kubelet restarts, reboots, removal)"),
         Disruption::AddsDriver => Some("a second driver on a node the suite started"),
+        Disruption::UpgradesDriver => Some("a second instance of the driver beside its own (a rolling update)"),
     });
     needs
 }

@@ -81,6 +81,8 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     DRIVER_RESTART_SLICES_KEPT,
     DRIVER_RESTART_NO_LEAKS,
     DRIVER_RESTART_LONG_OUTAGE,
+    DRIVER_UPGRADE_FAILED,
+    DRIVER_UPGRADE_ROLLING,
     NODE_RESTART_DRIVER_RECOVERS,
     NODE_REBOOT_WORKLOADS_RESUME,
     NODE_REMOVAL_SLICES_GONE,
@@ -122,7 +124,7 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "lose-checkpoint",
         misbehaviour: "the checkpoint is lost at start-up: after a restart, unprepare leaves the CDI spec behind",
-        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NO_LEAKS]],
+        breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NO_LEAKS, DRIVER_UPGRADE_ROLLING]],
         may_break: &[],
     },
     FaultCase {
@@ -178,7 +180,12 @@ pub const FAULTS: &[FaultCase] = &[
         misbehaviour: "every start deletes the node's slices and publishes them anew, so the devices vanish during a restart",
         // Started again on a changed inventory, it publishes the new set under generation 1
         // again, the old set's.
-        breaks: &[&[DRIVER_RESTART_SLICES_KEPT, PLUGIN_SLICES_FOLLOW_INVENTORY]],
+        breaks: &[&[
+            DRIVER_RESTART_SLICES_KEPT,
+            PLUGIN_SLICES_FOLLOW_INVENTORY,
+            DRIVER_UPGRADE_FAILED,
+            DRIVER_UPGRADE_ROLLING,
+        ]],
         may_break: &[],
     },
     FaultCase {
@@ -245,7 +252,12 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "reset-devices-on-start",
         misbehaviour: "a start resets the devices the checkpoint lists as prepared, killing the workloads that use them",
-        breaks: &[&[DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, DRIVER_RESTART_LONG_OUTAGE]],
+        breaks: &[&[
+            DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
+            DRIVER_RESTART_LONG_OUTAGE,
+            DRIVER_UPGRADE_FAILED,
+            DRIVER_UPGRADE_ROLLING,
+        ]],
         may_break: &[],
     },
     FaultCase {
@@ -263,6 +275,8 @@ pub const FAULTS: &[FaultCase] = &[
             DRIVER_RESTART_LONG_OUTAGE,
             NODE_RESTART_DRIVER_RECOVERS,
             NODE_REBOOT_WORKLOADS_RESUME,
+            DRIVER_UPGRADE_FAILED,
+            DRIVER_UPGRADE_ROLLING,
         ]],
         may_break: &[],
     },
@@ -393,6 +407,24 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "no-generation-bump",
         misbehaviour: "a change of the inventory is published under the pool generation already there, also one that adds a slice, so consumers cannot tell the new set from the old",
         breaks: &[&[PLUGIN_SLICES_FOLLOW_INVENTORY]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "upgrade-renames-devices",
+        misbehaviour: "a new instance publishes the devices under other names: through a rolling update the pool changes under the claims allocated from it, and the old instance, still running, writes its names back",
+        breaks: &[&[DRIVER_UPGRADE_FAILED, DRIVER_UPGRADE_ROLLING]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "upgrade-forgets-claims",
+        misbehaviour: "a new instance starts with an empty state: the claims the old one prepared are unknown to it, and their unprepare leaves their CDI specs behind",
+        breaks: &[&[DRIVER_UPGRADE_ROLLING]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "upgrade-removes-sockets",
+        misbehaviour: "a new instance deletes the sockets of the running one as leftovers: the kubelet drops the old instance, and when the new one fails and goes, no instance serves the node",
+        breaks: &[&[DRIVER_UPGRADE_FAILED]],
         may_break: &[],
     },
 ];

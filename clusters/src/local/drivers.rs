@@ -20,10 +20,35 @@ pub struct DriverInstance {
     kubeconfig: PathBuf,
     process: Option<Supervised>,
     lifetime: Lifetime,
+    /// Set for a second instance of a driver on its node (a rolling update's new pod), which
+    /// gets a log of its own.
+    instance: Option<String>,
 }
 
 impl DriverInstance {
     pub fn start(spec: &DriverSpec, cfg: &NodeConfig, kubeconfig: &Path, lifetime: Lifetime) -> Result<DriverInstance> {
+        Self::start_as(spec, cfg, kubeconfig, lifetime, None)
+    }
+
+    /// Starts `spec` as the instance `id` beside the driver's own instance on the node; `spec`
+    /// is the one the driver's adapter made for that instance.
+    pub fn start_instance(
+        spec: &DriverSpec,
+        cfg: &NodeConfig,
+        kubeconfig: &Path,
+        lifetime: Lifetime,
+        id: &str,
+    ) -> Result<DriverInstance> {
+        Self::start_as(spec, cfg, kubeconfig, lifetime, Some(id.to_string()))
+    }
+
+    fn start_as(
+        spec: &DriverSpec,
+        cfg: &NodeConfig,
+        kubeconfig: &Path,
+        lifetime: Lifetime,
+        instance: Option<String>,
+    ) -> Result<DriverInstance> {
         let mut d = DriverInstance {
             node: cfg.name.clone(),
             spec: spec.clone(),
@@ -31,6 +56,7 @@ impl DriverInstance {
             kubeconfig: kubeconfig.to_path_buf(),
             process: None,
             lifetime,
+            instance,
         };
         d.spawn(false)?;
         Ok(d)
@@ -43,13 +69,19 @@ impl DriverInstance {
         // prefers `$KUBECONFIG` to `--kubeconfig` would otherwise talk to the user's own
         // cluster. Everything the driver needs comes on its command line.
         cmd.args((self.spec.args)(&self.cfg.dirs(), &self.kubeconfig)).env_clear().env("PATH", DEFAULT_PATH);
-        let name = format!("{}@{}", self.spec.name, self.cfg.name);
+        let name = match &self.instance {
+            Some(id) => format!("{}@{}/{id}", self.spec.name, self.cfg.name),
+            None => format!("{}@{}", self.spec.name, self.cfg.name),
+        };
         self.process = Some(Supervised::spawn_command(&name, cmd, &self.log_path(), append, self.lifetime)?);
         Ok(())
     }
 
     pub fn log_path(&self) -> PathBuf {
-        self.cfg.root.join(format!("driver-{}.log", self.spec.name))
+        match &self.instance {
+            Some(id) => self.cfg.root.join(format!("driver-{}-{id}.log", self.spec.name)),
+            None => self.cfg.root.join(format!("driver-{}.log", self.spec.name)),
+        }
     }
 
     /// The last lines of the driver's log, for evidence and error messages.

@@ -72,6 +72,14 @@ impl LocalNode {
         }
     }
 
+    /// The DRA sockets of the plugin instances the kubelet has registered, by driver.
+    pub fn registered_endpoints(&self) -> Vec<(String, std::path::PathBuf)> {
+        match self {
+            LocalNode::Emulated(n) => n.registered_endpoints(),
+            LocalNode::Real(n) => n.registered_endpoints(),
+        }
+    }
+
     /// A node restart: the kubelet stops and starts again; containers keep running.
     pub async fn restart_kubelet(&mut self) -> Result<()> {
         match self {

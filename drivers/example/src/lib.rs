@@ -90,6 +90,8 @@ pub fn adapter(program: &Path, devices: u32) -> Adapter {
         canonical,
         workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         device_classes: vec![device_class()],
+        // The upstream helper's rolling update: sockets named after the pod UID it is given.
+        instance_args: Some(|id| vec![format!("--pod-uid={id}")]),
         change_inventory: devices.checked_sub(1).map(|fewer| {
             let program = program.to_path_buf();
             let change: dracheck_adapter::ChangeInventory = Arc::new(move |_node: &str, _dir: &Path| {

@@ -31,6 +31,7 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
     Ok(Adapter {
         oracle: Some(oracle),
         change_inventory: Some(change),
+        instance_args: Some(|id| vec![format!("--instance={id}")]),
         workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         ..Adapter::runnable("mock", spec(program, inventory, faults), version)
     })

@@ -90,6 +90,23 @@ impl CheckpointFile {
         Ok(checkpoint)
     }
 
+    /// An exclusive lock on the checkpoint across processes, held until dropped: the instances
+    /// of a rolling update share the file, and each call reads it, changes it and writes it
+    /// back under this lock.
+    pub async fn lock(&self) -> std::io::Result<CheckpointLock> {
+        let path = self.path.with_extension("lock");
+        let locked = tokio::task::spawn_blocking(move || {
+            use std::os::fd::AsRawFd as _;
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+            // SAFETY: the descriptor belongs to `file`, which outlives the call.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(CheckpointLock { _file: file })
+        });
+        locked.await.map_err(std::io::Error::other)?
+    }
+
     pub fn save(&self, checkpoint: &Checkpoint) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(checkpoint).map_err(std::io::Error::other)?;
         fsutil::write_atomic(&self.path, &bytes)
@@ -98,6 +115,11 @@ impl CheckpointFile {
     pub fn delete(&self) -> std::io::Result<()> {
         fsutil::remove_if_exists(&self.path)
     }
+}
+
+/// Closing the file releases the `flock`.
+pub struct CheckpointLock {
+    _file: std::fs::File,
 }
 
 #[cfg(test)]

@@ -67,6 +67,14 @@ pub struct Args {
     #[arg(long, value_name = "PREFIX", default_value = crate::cdi::DEFAULT_ENV_PREFIX, value_parser = env_prefix)]
     pub env_prefix: String,
 
+    /// This instance's ID beside other instances of the driver on the node, as a DaemonSet's
+    /// rolling update runs an old and a new pod side by side (the upstream helper takes the
+    /// pod UID): the sockets become `<driver>-<ID>-reg.sock` and `dra-<ID>.sock`, and the
+    /// kubelet uses the newest. Instances share the state dir: each call reads the checkpoint
+    /// anew under a file lock.
+    #[arg(long, value_name = "ID", value_parser = instance_id)]
+    pub instance: Option<String>,
+
     /// Delete this node's slices on a clean shutdown (SIGTERM, SIGINT). By default they are
     /// kept, so that a quick restart does not make the devices disappear.
     #[arg(long)]
@@ -86,6 +94,21 @@ fn env_prefix(s: &str) -> Result<String, String> {
         Ok(s.to_string())
     } else {
         Err(format!("{s:?} is not a variable name prefix: use letters, digits and _, not starting with a digit"))
+    }
+}
+
+/// A part of socket and device names: lower-case letters, digits and `-`, up to 36 characters
+/// (a pod UID), so that the registration socket's path stays within the Unix socket limit.
+fn instance_id(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 36
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is no instance ID: use up to 36 lower-case letters, digits and -, such as a pod UID"))
     }
 }
 
@@ -114,11 +137,17 @@ impl Args {
     }
 
     pub fn registration_socket(&self) -> PathBuf {
-        self.registrar_dir.join(format!("{}-reg.sock", self.driver_name))
+        match &self.instance {
+            Some(id) => self.registrar_dir.join(format!("{}-{id}-reg.sock", self.driver_name)),
+            None => self.registrar_dir.join(format!("{}-reg.sock", self.driver_name)),
+        }
     }
 
     pub fn dra_socket(&self) -> PathBuf {
-        self.plugin_dir().join("dra.sock")
+        match &self.instance {
+            Some(id) => self.plugin_dir().join(format!("dra-{id}.sock")),
+            None => self.plugin_dir().join("dra.sock"),
+        }
     }
 }
 
@@ -138,6 +167,20 @@ mod tests {
         assert_eq!(args.state_dir(), PathBuf::from("/var/lib/kubelet/plugins/gpu.mock.dracheck.io"));
         assert_eq!(args.cdi_dir, PathBuf::from("/var/run/cdi"));
         assert!(!args.remove_slices_on_exit);
+    }
+
+    #[test]
+    fn an_instance_has_sockets_of_its_own() {
+        let args =
+            Args::try_parse_from(["x", "--node-name", "n1", "--inventory", "i.yaml", "--instance", "new-1"]).unwrap();
+        assert_eq!(
+            args.registration_socket(),
+            PathBuf::from("/var/lib/kubelet/plugins_registry/gpu.mock.dracheck.io-new-1-reg.sock")
+        );
+        assert_eq!(args.dra_socket(), PathBuf::from("/var/lib/kubelet/plugins/gpu.mock.dracheck.io/dra-new-1.sock"));
+        assert_eq!(args.state_dir(), PathBuf::from("/var/lib/kubelet/plugins/gpu.mock.dracheck.io"));
+        let e = Args::try_parse_from(["x", "--node-name", "n", "--inventory", "i", "--instance", "New/1"]).unwrap_err();
+        assert!(e.to_string().contains("instance ID"), "{e}");
     }
 
     #[test]

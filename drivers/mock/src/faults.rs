@@ -46,6 +46,9 @@ pub enum Fault {
     UnprepareNeedsClaim,
     StaleDevices,
     NoGenerationBump,
+    UpgradeRenamesDevices,
+    UpgradeForgetsClaims,
+    UpgradeRemovesSockets,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -419,6 +422,32 @@ pub const TABLE: &[FaultSpec] = &[
         name: "no-generation-bump",
         doc: "a change of the inventory is published under the pool generation of the slices already there",
         form: Form::Bare(Fault::NoGenerationBump),
+    },
+    // Like a new release that names its devices another way (a new naming scheme, an index
+    // that starts elsewhere): through a rolling update the pool changes under the claims
+    // allocated from it, and the old instance, still running, writes its names back. Breaks
+    // `driver.upgrade.rolling`.
+    FaultSpec {
+        name: "upgrade-renames-devices",
+        doc: "an instance started with --instance publishes every device as <name>-<instance>",
+        form: Form::Bare(Fault::UpgradeRenamesDevices),
+    },
+    // Like a new release that keeps its state elsewhere or in a new format and starts empty:
+    // the claims the old instance prepared are unknown to the new one, whose unprepare of
+    // them succeeds and leaves their CDI specs behind. Breaks `driver.upgrade.rolling`.
+    FaultSpec {
+        name: "upgrade-forgets-claims",
+        doc: "an instance started with --instance deletes the shared checkpoint of prepared claims at start-up",
+        form: Form::Bare(Fault::UpgradeForgetsClaims),
+    },
+    // Like a driver that clears "stale" sockets at start-up: the running old instance loses
+    // its sockets, the kubelet unregisters it, and when the new instance fails and goes, no
+    // instance is left to serve the node. Breaks `driver.upgrade.failed`.
+    FaultSpec {
+        name: "upgrade-removes-sockets",
+        doc: "an instance started with --instance deletes the other sockets of its driver (registration and DRA) at \
+              start-up",
+        form: Form::Bare(Fault::UpgradeRemovesSockets),
     },
 ];
 

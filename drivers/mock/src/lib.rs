@@ -79,12 +79,23 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         std::fs::create_dir_all(dir).map_err(|source| DriverError::Dir { what, flag, path: dir.clone(), source })?;
     }
     let checkpoint_file = CheckpointFile::new(&state_dir);
-    if faults.has(&Fault::LoseCheckpoint) {
+    let new_instance = args.instance.is_some();
+    let forget = if faults.has(&Fault::LoseCheckpoint) {
+        Some("lose-checkpoint")
+    } else if new_instance && faults.has(&Fault::UpgradeForgetsClaims) {
+        Some("upgrade-forgets-claims")
+    } else {
+        None
+    };
+    if let Some(fault) = forget {
         checkpoint_file.delete().map_err(|e| DriverError::Checkpoint {
             path: checkpoint_file.path().to_path_buf(),
             detail: e.to_string(),
         })?;
-        log!("fault lose-checkpoint: deleted {}", checkpoint_file.path().display());
+        log!("fault {fault}: deleted {}", checkpoint_file.path().display());
+    }
+    if new_instance && faults.has(&Fault::UpgradeRemovesSockets) {
+        remove_other_sockets(&args);
     }
     let checkpoint = checkpoint_file.load()?;
     // Decided before anything is written, so that the marker says whether an earlier run was here.
@@ -159,6 +170,10 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         tokio::spawn(reload::follow(args.inventory.clone(), args.node_name.clone(), devices_tx, stop_rx.clone()));
     let mut publisher =
         Publisher::new(client, args.driver_name.clone(), args.node_name.clone(), faults.clone(), devices_rx);
+    if let Some(id) = args.instance.as_deref().filter(|_| faults.has(&Fault::UpgradeRenamesDevices)) {
+        log!("fault upgrade-renames-devices: publishing every device as <name>-{id}");
+        publisher.rename_devices(id);
+    }
     if faults.has(&Fault::TrustPublished) && restarted {
         log!("fault trust-published: a restart; the slices published before are taken to be in place");
         publisher.trust_published();
@@ -190,6 +205,25 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
     }
     log!("stopped");
     result
+}
+
+/// The `upgrade-removes-sockets` fault: every socket of this driver but this instance's own,
+/// in the plugin dir and the registry, is taken for a leftover and deleted.
+fn remove_other_sockets(args: &Args) {
+    use std::os::unix::fs::FileTypeExt as _;
+    let own = [args.dra_socket(), args.registration_socket()];
+    let prefix = format!("{}-", args.driver_name);
+    let ours = |dir: &Path, name: &str| dir == args.plugin_dir() || name.starts_with(&prefix);
+    for dir in [args.plugin_dir(), args.registrar_dir.clone()] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());
+            let socket = entry.file_type().is_ok_and(|t| t.is_socket());
+            if socket && ours(&dir, &name) && !own.contains(&path) && std::fs::remove_file(&path).is_ok() {
+                log!("fault upgrade-removes-sockets: deleted {}", path.display());
+            }
+        }
+    }
 }
 
 /// Whether this is the first start on `state_dir`, by a marker the first start leaves there

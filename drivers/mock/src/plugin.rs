@@ -60,6 +60,7 @@ impl Plugin {
             std::future::pending::<()>().await;
         }
         let mut state = self.state.lock().await;
+        let _shared = self.refresh(&mut state).await?;
         state.prepare_calls += 1;
         let call = state.prepare_calls;
         if call <= faults.fail_prepare() {
@@ -98,6 +99,18 @@ impl Plugin {
             self.drop_unlisted(&mut state, &request.claims);
         }
         Ok(dra_v1::NodePrepareResourcesResponse { claims: answers })
+    }
+
+    /// Locks the checkpoint file for the call and reads it again: another instance of the
+    /// driver on the node (a rolling update) may have changed it since this one last did.
+    async fn refresh(&self, state: &mut State) -> Result<crate::checkpoint::CheckpointLock, Status> {
+        let file = &self.ctx.checkpoint;
+        let locked = file
+            .lock()
+            .await
+            .map_err(|e| Status::internal(format!("locking the checkpoint {}: {e}", file.path().display())))?;
+        state.checkpoint = file.load().map_err(|e| Status::internal(e.to_string()))?;
+        Ok(locked)
     }
 
     async fn prepare_claim(
@@ -277,6 +290,7 @@ impl Plugin {
         request: dra_v1::NodeUnprepareResourcesRequest,
     ) -> Result<dra_v1::NodeUnprepareResourcesResponse, Status> {
         let mut state = self.state.lock().await;
+        let _shared = self.refresh(&mut state).await?;
         let mut answers = HashMap::new();
         for claim in &request.claims {
             let outcome = match self.claim_needed(&state, claim).await {

@@ -187,6 +187,8 @@ pub struct Publisher {
     /// `trust-published`: until a change to the slices shows otherwise, those published
     /// before the restart are taken to be in place.
     trusting: bool,
+    /// `upgrade-renames-devices`: a suffix to every device name.
+    rename: Option<String>,
 }
 
 impl Publisher {
@@ -207,6 +209,7 @@ impl Publisher {
             pools: HashMap::new(),
             last_error: None,
             trusting: false,
+            rename: None,
         }
     }
 
@@ -214,6 +217,12 @@ impl Publisher {
     /// the slices change (or the devices do).
     pub fn trust_published(&mut self) {
         self.trusting = true;
+    }
+
+    /// The `upgrade-renames-devices` fault in a new instance: every device is published as
+    /// `<name>-<suffix>`, so that the pool's devices change under the claims allocated from it.
+    pub fn rename_devices(&mut self, suffix: &str) {
+        self.rename = Some(suffix.to_string());
     }
 
     fn selector(&self, node: &str) -> String {
@@ -287,7 +296,10 @@ impl Publisher {
     }
 
     async fn reconcile(&mut self) -> Result<(), String> {
-        let devices = published_devices(&self.devices.borrow().clone(), &self.faults);
+        let mut devices = published_devices(&self.devices.borrow().clone(), &self.faults);
+        if let Some(suffix) = &self.rename {
+            devices.iter_mut().for_each(|d| d.name = format!("{}-{suffix}", d.name));
+        }
         let node = self.nodes.get_opt(&self.node).await.map_err(|e| format!("reading Node {}: {e}", self.node))?;
         let Some(node) = node else {
             return Err(format!("Node {} does not exist yet; waiting for it before publishing", self.node));

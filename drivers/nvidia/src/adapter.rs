@@ -51,6 +51,8 @@ pub fn adapter(opts: Options) -> Adapter {
         device_classes: crate::device_classes(),
         host_inventory: Some(Arc::new(move |published| host.check(published))),
         change_inventory: None,
+        // Installed by its chart: a rolling update is its DaemonSet's, which the suite leaves alone.
+        instance_args: None,
         plugin_images: crate::PLUGIN_IMAGES,
     }
 }

@@ -45,6 +45,9 @@ pub enum Disruption {
     ControlsNodes,
     /// Runs a second driver beside the one under test on its node.
     AddsDriver,
+    /// Runs a second instance of the driver under test beside its own on its node (a rolling
+    /// update), and stops the first for a while: the driver's own processes.
+    UpgradesDriver,
 }
 
 /// A scenario's body. `Err`: it could not check what it set out to (see [`ScenarioError`]);

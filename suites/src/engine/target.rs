@@ -67,6 +67,11 @@ pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --dr
 pub const NEEDS_DRIVER_PROCESSES: &str = "keeping the driver down for a while needs the driver's own processes on the local cluster \
      (--cluster local without --install): an installed driver's DaemonSet starts a deleted pod again at once";
 
+/// Why an installed driver cannot be upgraded.
+pub const NEEDS_DRIVER_PROCESSES_UPGRADE: &str = "a rolling update needs the driver's own processes on the local cluster (--cluster \
+     local without --install), where the suite starts a second instance beside the first; an installed driver's \
+     DaemonSet is not changed by the suite";
+
 /// What a target lets the scenarios do, known before a run starts (`conformance --dry-run`
 /// plans with it) and the source of every disruption's skip reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,6 +102,8 @@ impl Abilities {
             Disruption::AddsDriver if !self.node_control => Some(NEEDS_NODE_DIRS),
             Disruption::AddsDriver if !self.companion => Some(NO_COMPANION),
             Disruption::AddsDriver => None,
+            Disruption::UpgradesDriver if self.driver_processes => None,
+            Disruption::UpgradesDriver => Some(NEEDS_DRIVER_PROCESSES_UPGRADE),
         }
     }
 }
@@ -267,6 +274,26 @@ impl Target {
         let cfg =
             local.nodes().iter().find(|n| n.name() == node).ok_or_else(|| DisruptionError::NoNode(node.into()))?;
         Ok(DriverInstance::start(&companion.spec, cfg.config(), local.kubeconfig(), Lifetime::Attached)?)
+    }
+
+    /// Starts a second instance of the driver under test on `node`, named `id`, beside its own
+    /// instance, as a DaemonSet's rolling update starts the new pod before the old one goes;
+    /// it stops when the returned instance is dropped. `None` where the driver's adapter
+    /// does not say how an instance gets sockets of its own.
+    pub async fn start_instance(&self, node: &str, id: &str) -> Result<Option<DriverInstance>, DisruptionError> {
+        let (Some(spec), Some(args)) = (&self.adapter.spec, self.adapter.instance_args) else { return Ok(None) };
+        let local = self.local().await?;
+        let n = local.nodes().iter().find(|n| n.name() == node).ok_or_else(|| DisruptionError::NoNode(node.into()))?;
+        let spec = spec.with_args(args(id));
+        Ok(Some(DriverInstance::start_instance(&spec, n.config(), local.kubeconfig(), Lifetime::Attached, id)?))
+    }
+
+    /// The DRA sockets of the plugin instances of `driver` that the kubelet of `node` has
+    /// registered; `None` where the suite does not run the node.
+    pub async fn registered_endpoints(&self, node: &str, driver: &str) -> Option<Vec<std::path::PathBuf>> {
+        let local = self.local.as_ref()?.lock().await;
+        let n = local.nodes().iter().find(|n| n.name() == node)?;
+        Some(n.registered_endpoints().into_iter().filter(|(d, _)| d == driver).map(|(_, e)| e).collect())
     }
 
     /// Whether the kubelet of `node` has registered `driver`'s plugin; `None` where the suite

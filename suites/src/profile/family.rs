@@ -129,9 +129,11 @@ pub const FAMILIES: &[Family] = &[
             DRIVER_RESTART_NEW_CLAIMS_WORK,
             DRIVER_RESTART_SLICES_KEPT,
             DRIVER_RESTART_NO_LEAKS,
+            DRIVER_UPGRADE_ROLLING,
+            DRIVER_UPGRADE_FAILED,
         ],
         publishes: Publishes::All(|g| g.driver_restart.is_some()),
-        scenarios: &["driver-restart"],
+        scenarios: &["driver-restart", "driver-upgrade"],
     },
     Family {
         key: "driverOutage",

@@ -183,6 +183,11 @@ impl EmulatedNode {
         self.registry.drivers()
     }
 
+    /// The DRA sockets of the registered plugin instances, by driver.
+    pub fn registered_endpoints(&self) -> Vec<(String, std::path::PathBuf)> {
+        self.registry.endpoints()
+    }
+
     fn checkpoint_path(&self) -> std::path::PathBuf {
         self.cfg.state_dir().join("dra_manager_state")
     }

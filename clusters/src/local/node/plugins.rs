@@ -28,19 +28,52 @@ pub struct Plugin {
 /// The registered plugins of one node, by driver name.
 #[derive(Default)]
 pub struct Registry {
-    plugins: Mutex<HashMap<String, Plugin>>,
+    /// Each driver's instances in the order they registered: the last is the newest.
+    plugins: Mutex<HashMap<String, Vec<Plugin>>>,
     /// Sockets that failed registration, so they are not asked again until they change.
     refused: Mutex<HashMap<PathBuf, std::time::SystemTime>>,
     wipes: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
 }
 
 impl Registry {
+    /// The instance calls for `driver` go to: the newest, as the kubelet picks it.
     pub fn get(&self, driver: &str) -> Option<Plugin> {
-        self.plugins.lock().unwrap().get(driver).cloned()
+        self.plugins.lock().unwrap().get(driver).and_then(|instances| instances.last().cloned())
     }
 
     pub fn drivers(&self) -> Vec<String> {
-        self.plugins.lock().unwrap().keys().cloned().collect()
+        self.plugins.lock().unwrap().iter().filter(|(_, i)| !i.is_empty()).map(|(d, _)| d.clone()).collect()
+    }
+
+    /// The DRA service sockets of every registered instance, with their driver's name.
+    pub fn endpoints(&self) -> Vec<(String, PathBuf)> {
+        let plugins = self.plugins.lock().unwrap();
+        plugins.values().flatten().map(|p| (p.driver.clone(), p.endpoint.clone())).collect()
+    }
+
+    fn all(&self) -> Vec<Plugin> {
+        self.plugins.lock().unwrap().values().flatten().cloned().collect()
+    }
+
+    /// Drops one instance; `true` when it was its driver's last.
+    fn remove(&self, gone: &Plugin) -> bool {
+        let mut plugins = self.plugins.lock().unwrap();
+        let Some(instances) = plugins.get_mut(&gone.driver) else { return false };
+        instances.retain(|p| p.reg_socket != gone.reg_socket);
+        let last = instances.is_empty();
+        if last {
+            plugins.remove(&gone.driver);
+        }
+        last
+    }
+
+    /// Adds an instance as the driver's newest; one that took over an instance's endpoint
+    /// (a restart on the same sockets) replaces it.
+    fn add(&self, plugin: Plugin) {
+        let mut plugins = self.plugins.lock().unwrap();
+        let instances = plugins.entry(plugin.driver.clone()).or_default();
+        instances.retain(|p| p.endpoint != plugin.endpoint);
+        instances.push(plugin);
     }
 }
 
@@ -78,20 +111,27 @@ async fn scan(client: &kube::Client, cfg: &NodeConfig, registry: &Arc<Registry>,
     let sockets = list_sockets(&cfg.registry_dir());
     // Plugins whose registration socket is gone, or whose service no longer accepts
     // connections (a crashed plugin leaves its socket files behind).
-    let known: Vec<Plugin> = registry.plugins.lock().unwrap().values().cloned().collect();
-    for p in known {
+    for p in registry.all() {
         let gone = !sockets.contains(&p.reg_socket) || (probe && !accepts(&p.endpoint).await);
-        if gone {
-            registry.plugins.lock().unwrap().remove(&p.driver);
+        if !gone {
+            continue;
+        }
+        if registry.remove(&p) {
             log.info(format!(
                 "plugin {} unregistered; wiping its slices in {:?} unless it returns",
                 p.driver, cfg.wipe_delay
             ));
             schedule_wipe(client, cfg, registry, log, &p.driver);
+        } else {
+            log.info(format!(
+                "an instance of plugin {} at {} unregistered; the driver's other instances serve on",
+                p.driver,
+                p.endpoint.display()
+            ));
         }
     }
     for socket in sockets {
-        let registered = registry.plugins.lock().unwrap().values().any(|p| p.reg_socket == socket);
+        let registered = registry.all().iter().any(|p| p.reg_socket == socket);
         let mtime = std::fs::metadata(&socket).and_then(|m| m.modified()).ok();
         let refused_same = mtime.is_some() && registry.refused.lock().unwrap().get(&socket) == mtime.as_ref();
         if registered || refused_same {
@@ -109,7 +149,7 @@ async fn scan(client: &kube::Client, cfg: &NodeConfig, registry: &Arc<Registry>,
                     w.abort();
                 }
                 registry.refused.lock().unwrap().remove(&socket);
-                registry.plugins.lock().unwrap().insert(plugin.driver.clone(), plugin);
+                registry.add(plugin);
             }
             Err(e) => {
                 log.warn("FailedRegistration", format!("plugin socket {}: {e}", socket.display()));

@@ -433,6 +433,12 @@ impl RealNode {
     pub fn registered_drivers(&self) -> Vec<String> {
         connected_drivers(&std::fs::read_to_string(self.log_path()).unwrap_or_default())
     }
+
+    /// The DRA sockets of the plugin instances the kubelet is connected to, by driver.
+    pub fn registered_endpoints(&self) -> Vec<(String, std::path::PathBuf)> {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        connected_endpoints(&log).into_iter().map(|(d, e)| (d, e.into())).collect()
+    }
 }
 
 impl Drop for RealNode {
@@ -542,14 +548,24 @@ fn is_dra_line(line: &str) -> bool {
     line.starts_with('E') || WORDS.iter().any(|w| line.contains(w))
 }
 
-/// The drivers whose last "Connection changed" line says `connected=true`.
+/// The drivers with an instance whose last "Connection changed" line says `connected=true`.
 fn connected_drivers(log: &str) -> Vec<String> {
+    let drivers: std::collections::BTreeSet<String> = connected_endpoints(log).into_iter().map(|(d, _)| d).collect();
+    drivers.into_iter().collect()
+}
+
+/// The (driver, DRA socket) of each plugin instance whose last "Connection changed" line says
+/// `connected=true`: a rolling update has two of one driver.
+fn connected_endpoints(log: &str) -> Vec<(String, String)> {
+    let field = |line: &str, name: &str| {
+        line.split(&format!("{name}=\"")).nth(1).and_then(|r| r.split('"').next()).map(str::to_string)
+    };
     let mut state = std::collections::BTreeMap::new();
     for line in log.lines().filter(|l| l.contains("\"Connection changed\"")) {
-        let Some(driver) = line.split("driverName=\"").nth(1).and_then(|r| r.split('"').next()) else { continue };
-        state.insert(driver.to_string(), line.contains("connected=true"));
+        let (Some(driver), Some(endpoint)) = (field(line, "driverName"), field(line, "endpoint")) else { continue };
+        state.insert((driver, endpoint), line.contains("connected=true"));
     }
-    state.into_iter().filter(|(_, up)| *up).map(|(d, _)| d).collect()
+    state.into_iter().filter(|(_, up)| *up).map(|(key, _)| key).collect()
 }
 
 #[cfg(test)]
@@ -589,6 +605,12 @@ I1203 2 dra_plugin_manager.go:140] "Connection changed" driverName="b.io" endpoi
 I1203 3 dra_plugin_manager.go:140] "Connection changed" driverName="a.io" endpoint="x" connected=false
 "#;
         assert_eq!(connected_drivers(log), vec!["b.io".to_string()]);
+        let rolling = r#"I1203 1 dra_plugin_manager.go:140] "Connection changed" driverName="a.io" endpoint="/p/dra.sock" connected=true
+I1203 2 dra_plugin_manager.go:140] "Connection changed" driverName="a.io" endpoint="/p/dra-new.sock" connected=true
+I1203 3 dra_plugin_manager.go:140] "Connection changed" driverName="a.io" endpoint="/p/dra.sock" connected=false
+"#;
+        assert_eq!(connected_endpoints(rolling), vec![("a.io".to_string(), "/p/dra-new.sock".to_string())]);
+        assert_eq!(connected_drivers(rolling), vec!["a.io".to_string()], "one instance left is enough");
     }
 
     #[test]

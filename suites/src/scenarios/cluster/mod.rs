@@ -7,6 +7,7 @@ mod config;
 mod container_restart;
 mod driver_outage;
 mod driver_restart;
+mod driver_upgrade;
 mod exhaustion;
 mod force_delete;
 mod impossible;
@@ -37,6 +38,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &coexistence::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,
+        &driver_upgrade::SCENARIO,
         &node_restart::SCENARIO,
         &driver_outage::SCENARIO,
         &node_reboot::SCENARIO,
