@@ -67,6 +67,7 @@ pub const VERSIONS_DRIVER: &str = "versions.driver";
 
 // Driver contract (plugin tier): checked once per driver, independent of profiles.
 pub const PLUGIN_REGISTRATION_INFO: &str = "plugin.registration.info";
+pub const PLUGIN_REGISTRATION_RECOVERS: &str = "plugin.registration.recovers";
 pub const PLUGIN_SLICES_MATCH_INVENTORY: &str = "plugin.slices.match-inventory";
 pub const PLUGIN_SLICES_OWNED_BY_NODE: &str = "plugin.slices.owned-by-node";
 pub const PLUGIN_SLICES_RECREATED: &str = "plugin.slices.recreated";
@@ -151,6 +152,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (VERSIONS_KUBERNETES, "the cluster's Kubernetes version meets the profile's requirement"),
     (VERSIONS_DRIVER, "the driver's stated version meets the profile's requirement"),
     (PLUGIN_REGISTRATION_INFO, "GetInfo names a DRA plugin of the driver, its socket and the v1 service"),
+    (
+        PLUGIN_REGISTRATION_RECOVERS,
+        "a plugin the kubelet refused stays up with its sockets and registers at the kubelet's next attempt",
+    ),
     (PLUGIN_SLICES_MATCH_INVENTORY, "the node's slices hold exactly the devices of the driver's inventory"),
     (
         PLUGIN_SLICES_OWNED_BY_NODE,

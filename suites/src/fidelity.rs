@@ -55,6 +55,7 @@ const NEEDS_PREPARE: &[&str] = &[
 /// through GetInfo, so without registration they fail too.
 const NEEDS_REGISTRATION: &[&str] = &[
     PLUGIN_REGISTRATION_INFO,
+    PLUGIN_REGISTRATION_RECOVERS,
     PLUGIN_SLICES_MATCH_INVENTORY,
     PLUGIN_SLICES_OWNED_BY_NODE,
     PLUGIN_SLICES_RECREATED,
@@ -425,6 +426,12 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "upgrade-removes-sockets",
         misbehaviour: "a new instance deletes the sockets of the running one as leftovers: the kubelet drops the old instance, and when the new one fails and goes, no instance serves the node",
         breaks: &[&[DRIVER_UPGRADE_FAILED]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "exit-on-refused-registration",
+        misbehaviour: "a plugin the kubelet refuses ends its process, as CSI's node-driver-registrar does: it is gone until its container is restarted, and its slices are wiped meanwhile",
+        breaks: &[&[PLUGIN_REGISTRATION_RECOVERS]],
         may_break: &[],
     },
 ];

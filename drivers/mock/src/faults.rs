@@ -49,6 +49,7 @@ pub enum Fault {
     UpgradeRenamesDevices,
     UpgradeForgetsClaims,
     UpgradeRemovesSockets,
+    ExitOnRefusedRegistration,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -448,6 +449,13 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "an instance started with --instance deletes the other sockets of its driver (registration and DRA) at \
               start-up",
         form: Form::Bare(Fault::UpgradeRemovesSockets),
+    },
+    // As CSI's node-driver-registrar does: a refused registration ends the process, and the
+    // plugin is gone until its container is restarted. Breaks `plugin.registration.recovers`.
+    FaultSpec {
+        name: "exit-on-refused-registration",
+        doc: "a NotifyRegistrationStatus that reports an error ends the process (status 1)",
+        form: Form::Bare(Fault::ExitOnRefusedRegistration),
     },
 ];
 

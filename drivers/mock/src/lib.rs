@@ -142,6 +142,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         driver: args.driver_name.clone(),
         endpoint: args.dra_socket().display().to_string(),
         v1beta1_only: faults.has(&Fault::RegisterV1beta1Only),
+        exit_on_refusal: faults.has(&Fault::ExitOnRefusedRegistration),
     }));
     let dra_path = dra_socket.path().display().to_string();
     let mut dra = tokio::spawn(dra_socket.serve(dra_router, stopped(stop_rx.clone())));

@@ -13,6 +13,8 @@ pub struct Registrar {
     pub endpoint: String,
     /// The `register-v1beta1-only` fault: offer only the beta service (both are still served).
     pub v1beta1_only: bool,
+    /// The `exit-on-refused-registration` fault.
+    pub exit_on_refusal: bool,
 }
 
 #[tonic::async_trait]
@@ -46,6 +48,10 @@ impl Registration for Registrar {
             log!("NotifyRegistrationStatus: registered with kubelet");
         } else {
             log!("NotifyRegistrationStatus: error: kubelet did not register the plugin: {}", status.error);
+            if self.exit_on_refusal {
+                log!("fault exit-on-refused-registration: exiting");
+                std::process::exit(1);
+            }
         }
         Ok(Response::new(RegistrationStatusResponse {}))
     }

@@ -3,9 +3,10 @@
 //! what a node does breaks exactly the guarantees of the fidelity table, the table that the
 //! `fidelity` test holds the emulated nodes to. The faults are those where the two could
 //! disagree: how the kubelet dials registration, how containerd resolves CDI, when the
-//! kubelet unprepares (also a force-deleted pod's claim), what a kubelet restart and a reboot do, a driver restart that touches
-//! running containers, which request's devices each container gets, how the kubelet asks two
-//! drivers to prepare one claim. Where the machine cannot run real nodes the test says why and checks nothing.
+//! kubelet unprepares (also a force-deleted pod's claim), what a kubelet restart and a reboot
+//! do, a driver restart that touches running containers, which request's devices each
+//! container gets, how the kubelet asks two drivers to prepare one claim, which of two
+//! instances of a driver it calls. Where the machine cannot run real nodes the test says why and checks nothing.
 
 use dracheck_clusters::local::NodeKind;
 
@@ -18,9 +19,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 /// driver restart under running containers, the devices of which request a container gets,
 /// the prepare of a claim that two drivers share, which claims of a pod the kubelet asks a
 /// driver to prepare (not those prepared on the node already), when the kubelet unprepares the
-/// claim of a force-deleted pod (after its object is gone).
-/// Faults
-/// that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
+/// claim of a force-deleted pod (after its object is gone), which instance of a driver it
+/// calls when one of two loses its sockets. Faults that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
 const NODE_DEPENDENT: &[&str] = &[
     "strict-authority",
@@ -36,6 +36,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "prepare-every-result",
     "drop-unlisted-claims",
     "unprepare-needs-claim",
+    "upgrade-removes-sockets",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).

@@ -160,6 +160,23 @@ impl PluginNode {
         Ok(info)
     }
 
+    /// GetInfo, answered by `NotifyRegistrationStatus` with the error `why`: the kubelet
+    /// refusing the plugin (it could not use its endpoint, or found it taken).
+    pub async fn refuse(&self, why: &str) -> Result<PluginInfo, HarnessError> {
+        let channel = connect_unix_as_plugin_watcher(self.registration_socket()).await?;
+        let mut reg = RegistrationClient::new(channel);
+        let info = timed(reg.get_info(InfoRequest {})).await?.into_inner();
+        // The plugin may end the call by exiting; what it does next is the check.
+        let _ = timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: false, error: why.into() }))
+            .await;
+        Ok(info)
+    }
+
+    /// `Some(status)` once the driver process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.driver.exited()
+    }
+
     /// The driver's DRA service, registered as the kubelet registers it (v1, else v1beta1).
     async fn dra(&self) -> Result<DraClient, PrepareError> {
         let registered = kubelet::register(&self.registration_socket(), CALL_TIMEOUT)

@@ -12,6 +12,7 @@ mod inventory_change;
 mod other_drivers;
 mod prepare;
 mod registration;
+mod registration_retry;
 mod restart;
 mod slices;
 mod slices_kept;
@@ -22,6 +23,7 @@ use crate::engine::{Ctx, Scenario, ScenarioError};
 pub fn all() -> Vec<&'static Scenario> {
     vec![
         &registration::SCENARIO,
+        &registration_retry::SCENARIO,
         &slices::SCENARIO,
         &slices_kept::SCENARIO,
         &inventory_change::SCENARIO,
