@@ -75,6 +75,7 @@ pub const PLUGIN_SLICES_FOLLOW_INVENTORY: &str = "plugin.slices.follow-inventory
 pub const PLUGIN_PREPARE_ALLOCATED_CLAIM: &str = "plugin.prepare.allocated-claim";
 pub const PLUGIN_UNPREPARE_REMOVES_STATE: &str = "plugin.unprepare.removes-state";
 pub const PLUGIN_PREPARE_IDEMPOTENT: &str = "plugin.prepare.idempotent";
+pub const PLUGIN_PREPARE_RETRY: &str = "plugin.prepare.retry";
 pub const PLUGIN_UNPREPARE_UNKNOWN_CLAIM: &str = "plugin.unprepare.unknown-claim";
 pub const PLUGIN_PREPARE_REFUSES_FOREIGN_NODE: &str = "plugin.prepare.refuses-foreign-node";
 pub const PLUGIN_PREPARE_CONCURRENT: &str = "plugin.prepare.concurrent";
@@ -169,6 +170,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (PLUGIN_PREPARE_ALLOCATED_CLAIM, "prepare returns each allocated device with its CDI IDs"),
     (PLUGIN_UNPREPARE_REMOVES_STATE, "unprepare succeeds and leaves no CDI spec of the claim"),
     (PLUGIN_PREPARE_IDEMPOTENT, "preparing the same claim twice gives the same answer"),
+    (
+        PLUGIN_PREPARE_RETRY,
+        "a prepare that failed (the CDI dir could not be written) succeeds when retried, with CDI devices that resolve",
+    ),
     (PLUGIN_UNPREPARE_UNKNOWN_CLAIM, "unprepare of a claim never prepared is not an error"),
     (PLUGIN_PREPARE_REFUSES_FOREIGN_NODE, "a claim allocated on another node's pool is refused with a per-claim error"),
     (PLUGIN_PREPARE_CONCURRENT, "claims prepared at the same time all succeed, each with its own devices"),

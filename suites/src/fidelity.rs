@@ -42,6 +42,7 @@ const NEEDS_PREPARE: &[&str] = &[
     PLUGIN_PREPARE_ALLOCATED_CLAIM,
     PLUGIN_UNPREPARE_REMOVES_STATE,
     PLUGIN_PREPARE_IDEMPOTENT,
+    PLUGIN_PREPARE_RETRY,
     PLUGIN_PREPARE_REFUSES_FOREIGN_NODE,
     PLUGIN_PREPARE_CONCURRENT,
     PLUGIN_PREPARE_OWN_RESULTS_ONLY,
@@ -138,7 +139,9 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "cdi-without-spec",
         misbehaviour: "prepare returns CDI IDs but writes no spec file, so containers cannot start",
         breaks: &[&[PLUGIN_CDI_RESOLVABLE], NEEDS_RUNNING_WORKLOADS],
-        may_break: &[],
+        // Skipped, not failed: a prepare that succeeds with no writable CDI dir may write its
+        // specs elsewhere, so the retry cannot be provoked; `plugin.cdi.resolvable` fails it.
+        may_break: &[&[PLUGIN_PREPARE_RETRY]],
     },
     FaultCase {
         fault: "wrong-attribute=index=7",
@@ -329,8 +332,8 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "trust-checkpoint",
-        misbehaviour: "a prepare of a claim the driver's checkpoint lists answers from the checkpoint without writing the CDI spec again; after a node reboot (CDI specs on tmpfs gone, checkpoints on disk kept) the kubelet prepares the pods' claims again, and their containers cannot be created",
-        breaks: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
+        misbehaviour: "a prepare of a claim the driver's checkpoint lists answers from the checkpoint without writing the CDI spec again; after a node reboot (CDI specs on tmpfs gone, checkpoints on disk kept) the kubelet prepares the pods' claims again, and their containers cannot be created; a prepare that failed after its checkpoint entry was written is answered the same way when the kubelet retries it",
+        breaks: &[&[NODE_REBOOT_WORKLOADS_RESUME, PLUGIN_PREPARE_RETRY]],
         may_break: &[],
     },
     FaultCase {

@@ -11,6 +11,7 @@ mod idempotent;
 mod inventory_change;
 mod other_drivers;
 mod prepare;
+mod prepare_retry;
 mod registration;
 mod registration_retry;
 mod restart;
@@ -29,6 +30,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &inventory_change::SCENARIO,
         &prepare::SCENARIO,
         &idempotent::SCENARIO,
+        &prepare_retry::SCENARIO,
         &unknown_unprepare::SCENARIO,
         &foreign_node::SCENARIO,
         &concurrent::SCENARIO,
