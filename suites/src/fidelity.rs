@@ -437,6 +437,16 @@ pub const FAULTS: &[FaultCase] = &[
         breaks: &[&[PLUGIN_REGISTRATION_RECOVERS]],
         may_break: &[],
     },
+    FaultCase {
+        fault: "duplicate-device",
+        misbehaviour: "one more slice of the pool lists its first device again: the scheduler takes the node's whole pool for invalid and allocates none of its devices",
+        // An impossible claim stays impossible: those checks pass.
+        breaks: &[
+            &[PLUGIN_SLICES_MATCH_INVENTORY, CLAIM_COMPATIBLE_ALLOCATED, CLAIM_IMPOSSIBLE_EXPLAINED, ISOLATION_EXCLUSIVE],
+            NEEDS_RUNNING_WORKLOADS,
+        ],
+        may_break: &[],
+    },
 ];
 
 /// A guarantee no driver behaviour decides, and why.

@@ -50,6 +50,7 @@ pub enum Fault {
     UpgradeForgetsClaims,
     UpgradeRemovesSockets,
     ExitOnRefusedRegistration,
+    DuplicateDevice,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -456,6 +457,14 @@ pub const TABLE: &[FaultSpec] = &[
         name: "exit-on-refused-registration",
         doc: "a NotifyRegistrationStatus that reports an error ends the process (status 1)",
         form: Form::Bare(Fault::ExitOnRefusedRegistration),
+    },
+    // Like a driver whose slices overlap (a device listed by two of its sources): the
+    // scheduler takes the whole pool for invalid and allocates nothing of the node. Breaks
+    // `plugin.slices.match-inventory` and everything that needs an allocation.
+    FaultSpec {
+        name: "duplicate-device",
+        doc: "the pool gets one more slice that lists its first device again",
+        form: Form::Bare(Fault::DuplicateDevice),
     },
 ];
 

@@ -315,6 +315,29 @@ impl Publisher {
         Ok(())
     }
 
+    /// The slices of the pool as this driver writes them: [`desired`], and with the
+    /// `duplicate-device` fault one more slice that holds the pool's first device again.
+    fn pool_slices(
+        (driver, faults): (&str, &Faults),
+        node: &str,
+        owner: Option<&OwnerReference>,
+        devices: &[Device],
+        generation: i64,
+    ) -> Vec<ResourceSlice> {
+        let mut slices = desired(driver, node, owner, devices, generation);
+        if let (true, Some(first), Some(model)) =
+            (faults.has(&Fault::DuplicateDevice), devices.first(), slices.first().cloned())
+        {
+            let mut extra = model;
+            extra.metadata.name = extra.metadata.name.map(|n| format!("{n}-duplicate"));
+            extra.spec.devices = Some(vec![first.clone()]);
+            slices.push(extra);
+            let count = slices.len() as i64;
+            slices.iter_mut().for_each(|s| s.spec.pool.resource_slice_count = count);
+        }
+        slices
+    }
+
     async fn live(&self, node: &str) -> Result<Vec<ResourceSlice>, String> {
         let list = self
             .slices
@@ -343,7 +366,7 @@ impl Publisher {
         if pool.generation == 0 {
             pool.generation = live_generation;
         }
-        let current = desired(&self.driver, node, owner, devices, pool.generation);
+        let current = Self::pool_slices((&self.driver, &self.faults), node, owner, devices, pool.generation);
         let in_sync = pool.generation > 0
             && live.len() == current.len()
             && current.iter().all(|want| {
@@ -362,7 +385,7 @@ impl Publisher {
         } else {
             pool.generation.max(live_generation) + 1
         };
-        let next = desired(&self.driver, node, owner, devices, generation);
+        let next = Self::pool_slices((&self.driver, &self.faults), node, owner, devices, generation);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut written = HashMap::new();
         for slice in &next {

@@ -89,7 +89,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 .flat_map(|s| s.spec.devices.iter().flatten())
                 .map(|d| (d.name.clone(), shape(&(adapter.canonical)(d.clone()))))
                 .collect();
-            let differ: Vec<String> = want
+            let mut differ: Vec<String> = want
                 .keys()
                 .chain(got.keys())
                 .filter(|k| want.get(*k) != got.get(*k))
@@ -103,6 +103,9 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect();
+            // A name twice in a pool makes the scheduler take the whole pool for invalid
+            // (upstream testInvalidResourceSlices); the map above would hide it.
+            differ.extend(duplicates(&own).into_iter().map(|(name, n)| format!("{name}: published {n} times in the pool")));
             ctx.check(
                 MATCH,
                 differ.is_empty(),
@@ -120,6 +123,19 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     let (summary, problems) = pool_rules(ctx, &all, &node.name, &node.uid).await;
     ctx.check(OWNED, problems.is_empty(), summary, problems.join("; "), node.evidence());
     Ok(())
+}
+
+/// The device names that the newest generation of a pool's slices lists more than once, with
+/// how often.
+fn duplicates(own: &[&ResourceSlice]) -> Vec<(String, usize)> {
+    let top = own.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for s in own.iter().filter(|s| s.spec.pool.generation == top) {
+        for d in s.spec.devices.iter().flatten() {
+            *seen.entry(d.name.clone()).or_default() += 1;
+        }
+    }
+    seen.into_iter().filter(|(_, n)| *n > 1).collect()
 }
 
 /// The pool rules of a node-local pool for `node`'s slices among `all` (the driver's): its
