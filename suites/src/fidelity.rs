@@ -442,7 +442,12 @@ pub const FAULTS: &[FaultCase] = &[
         misbehaviour: "one more slice of the pool lists its first device again: the scheduler takes the node's whole pool for invalid and allocates none of its devices",
         // An impossible claim stays impossible: those checks pass.
         breaks: &[
-            &[PLUGIN_SLICES_MATCH_INVENTORY, CLAIM_COMPATIBLE_ALLOCATED, CLAIM_IMPOSSIBLE_EXPLAINED, ISOLATION_EXCLUSIVE],
+            &[
+                PLUGIN_SLICES_MATCH_INVENTORY,
+                CLAIM_COMPATIBLE_ALLOCATED,
+                CLAIM_IMPOSSIBLE_EXPLAINED,
+                ISOLATION_EXCLUSIVE,
+            ],
             NEEDS_RUNNING_WORKLOADS,
         ],
         may_break: &[],

@@ -29,6 +29,9 @@ const REGISTRATION: Duration = Duration::from_secs(30);
 /// Where the kubelet's registrations cannot be read, how long an instance is given for it.
 const UNSEEN_REGISTRATION: Duration = Duration::from_secs(5);
 const POD_START: Duration = Duration::from_secs(60);
+/// A container that ended shows in its pod's status only after the kubelet's next relist
+/// (1 s) and status update: what an update did to a running pod is read after this.
+const STATUS_SETTLE: Duration = Duration::from_secs(3);
 /// The IDs of the new instances (a pod UID in a DaemonSet).
 const FAILED_INSTANCE: &str = "upgrade-failed";
 const NEW_INSTANCE: &str = "upgrade-new";
@@ -194,6 +197,7 @@ async fn rolling_update(
     let overlap = slices_changed(before, &slices(ctx).await);
     ctx.target.stop_driver(&ctx.node).await?;
     registration(ctx, "the old instance", false, |e| !of_instance(e, NEW_INSTANCE)).await?;
+    tokio::time::sleep(STATUS_SETTLE).await;
 
     ctx.phase("the old instance's claim given back, a new claim for the new instance");
     let checks = async {
@@ -264,6 +268,7 @@ async fn failed_update(ctx: &Ctx<'_>, old: Running) -> Result<(), ScenarioError>
     registration(ctx, "the new instance", true, |e| of_instance(e, FAILED_INSTANCE)).await?;
     failed.stop(Duration::from_secs(10));
     registration(ctx, "the failed instance", false, |e| of_instance(e, FAILED_INSTANCE)).await?;
+    tokio::time::sleep(STATUS_SETTLE).await;
 
     ctx.phase("the instance from before serves on: its pod given back, a new claim");
     let checks = async {

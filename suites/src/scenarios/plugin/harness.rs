@@ -167,8 +167,9 @@ impl PluginNode {
         let mut reg = RegistrationClient::new(channel);
         let info = timed(reg.get_info(InfoRequest {})).await?.into_inner();
         // The plugin may end the call by exiting; what it does next is the check.
-        let _ = timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: false, error: why.into() }))
-            .await;
+        let _ =
+            timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: false, error: why.into() }))
+                .await;
         Ok(info)
     }
 

@@ -60,7 +60,9 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         return Ok(());
     }
     let outcome = match node.prepared(&claim).await {
-        Err(e) => Err(format!("the prepare failed while the CDI dir could not be written; with the dir back, the retry failed too: {e}")),
+        Err(e) => Err(format!(
+            "the prepare failed while the CDI dir could not be written; with the dir back, the retry failed too: {e}"
+        )),
         Ok(devices) => {
             let ids = node.claim_cdi_ids(&devices);
             let defined = node.cdi_devices()?;

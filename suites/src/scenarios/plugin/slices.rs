@@ -105,7 +105,9 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 .collect();
             // A name twice in a pool makes the scheduler take the whole pool for invalid
             // (upstream testInvalidResourceSlices); the map above would hide it.
-            differ.extend(duplicates(&own).into_iter().map(|(name, n)| format!("{name}: published {n} times in the pool")));
+            differ.extend(
+                duplicates(&own).into_iter().map(|(name, n)| format!("{name}: published {n} times in the pool")),
+            );
             ctx.check(
                 MATCH,
                 differ.is_empty(),
