@@ -17,7 +17,9 @@ use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_nvidia::adapter::Options as NvidiaOptions;
 use dracheck_nvidia::record::{Gpu, Recording};
 use dracheck_suites::engine::Filter;
-use dracheck_suites::engine::target::{NEEDS_DRIVER_PODS, NEEDS_DRIVER_PROCESSES, NEEDS_NODE_CONTROL};
+use dracheck_suites::engine::target::{
+    NEEDS_DRIVER_PODS, NEEDS_DRIVER_PROCESSES, NEEDS_DRIVER_PROCESSES_UPGRADE, NEEDS_NODE_CONTROL,
+};
 use dracheck_suites::local_run::{self, ExistingRun};
 use dracheck_suites::profile::ids::*;
 use dracheck_suites::result::{RunResult, Verdict};
@@ -203,6 +205,7 @@ async fn an_installed_nvidia_driver_is_judged_by_nvml_and_nvidia_smi() {
             || g.reason.contains(NEEDS_NODE_CONTROL)
             || g.reason.contains(NEEDS_DRIVER_PODS)
             || g.reason.contains(NEEDS_DRIVER_PROCESSES)
+            || g.reason.contains(NEEDS_DRIVER_PROCESSES_UPGRADE)
             || (g.id == LIFECYCLE_UNPREPARED && g.reason.contains("checkpoint is read from the node"));
         match g.verdict {
             Verdict::Pass => {}

@@ -1,11 +1,12 @@
 //! Driver upgrades as a DaemonSet's rolling update does them: the new pod's plugin starts beside
 //! the old one on the node, with sockets of its own, and the kubelet sends new calls to the
-//! newest registered instance. First a failed update: a new instance registers and goes again,
-//! and the old one must serve on as if nothing happened. Then a rolling update: a new instance
-//! starts, the old one goes, and the new one must take over what the old one prepared. Through
-//! both the node's ResourceSlices must stay the very objects they were, never written to (the
-//! upstream "rolling update" and "failed update" tests), and the running workload keeps its
-//! devices.
+//! newest registered instance. First a rolling update: a new instance starts, the old one goes,
+//! and the new one must take over what the old one prepared. Then a failed update of that new
+//! instance: another one registers and goes again, and the serving one must serve on as if
+//! nothing happened. Through both the node's ResourceSlices must stay the very objects they
+//! were, never written to (the upstream "rolling update" and "failed update" tests), and the
+//! running workload keeps its devices. One claim runs at a time, so that a profile whose claim
+//! takes all of a node's devices can be checked too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -137,8 +138,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let held = Running { pod: "held", devices: devices_of(ctx, "held").await?, specs: held.1 };
 
     // The rolling update leaves its new instance serving, with a pod it prepared; the failed
-    // update is then one of that instance. One claim at a time, for profiles whose claim
-    // takes all of a node's devices.
+    // update is then one of that instance.
     let outcome = match rolling_update(ctx, held).await {
         Ok((new, prepared)) => {
             let failed = match prepared {
