@@ -9,7 +9,6 @@
 //! takes all of a node's devices can be checked too.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::common::{allocated, device_names, kept_running, new_specs};
@@ -90,7 +89,6 @@ async fn registration(
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
-            let endpoints: Vec<PathBuf> = endpoints;
             return Err(ScenarioError::timeout(
                 format!(
                     "the kubelet of {} did {}register {what} (registered: {endpoints:?})",

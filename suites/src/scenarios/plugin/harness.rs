@@ -152,25 +152,31 @@ impl PluginNode {
 
     /// GetInfo on the registration socket; `NotifyRegistrationStatus` follows as kubelet does.
     pub async fn info(&self) -> Result<PluginInfo, HarnessError> {
-        let channel = connect_unix_as_plugin_watcher(self.registration_socket()).await?;
-        let mut reg = RegistrationClient::new(channel);
-        let info = timed(reg.get_info(InfoRequest {})).await?.into_inner();
-        timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: true, error: String::new() }))
-            .await?;
+        let (info, notified) =
+            self.answer_info(RegistrationStatus { plugin_registered: true, error: String::new() }).await?;
+        notified?;
         Ok(info)
     }
 
     /// GetInfo, answered by `NotifyRegistrationStatus` with the error `why`: the kubelet
     /// refusing the plugin (it could not use its endpoint, or found it taken).
     pub async fn refuse(&self, why: &str) -> Result<PluginInfo, HarnessError> {
+        let status = RegistrationStatus { plugin_registered: false, error: why.into() };
+        // The plugin may end the notification by exiting; what it does next is the check.
+        let (info, _) = self.answer_info(status).await?;
+        Ok(info)
+    }
+
+    /// GetInfo, then `status`; the notification's outcome apart, for the caller to judge.
+    async fn answer_info(
+        &self,
+        status: RegistrationStatus,
+    ) -> Result<(PluginInfo, Result<(), CallError>), HarnessError> {
         let channel = connect_unix_as_plugin_watcher(self.registration_socket()).await?;
         let mut reg = RegistrationClient::new(channel);
         let info = timed(reg.get_info(InfoRequest {})).await?.into_inner();
-        // The plugin may end the call by exiting; what it does next is the check.
-        let _ =
-            timed(reg.notify_registration_status(RegistrationStatus { plugin_registered: false, error: why.into() }))
-                .await;
-        Ok(info)
+        let notified = timed(reg.notify_registration_status(status)).await.map(drop);
+        Ok((info, notified))
     }
 
     /// `Some(status)` once the driver process has exited.
