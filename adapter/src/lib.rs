@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{Device, DeviceClass};
 
+pub mod installation;
 pub mod spec;
+
+pub use installation::Installation;
 
 use spec::DriverSpec;
 
@@ -181,6 +184,10 @@ pub struct Adapter {
     /// The DeviceClasses the driver's installation creates (its chart's), which the local
     /// cluster installs with the driver.
     pub device_classes: Vec<DeviceClass>,
+    /// The ServiceAccount, rights and admission policies the driver's installation gives its
+    /// kubelet plugin, which the local cluster applies where it runs the driver's processes;
+    /// `None` where the adapter states none (the plugin's own pods name it where installed).
+    pub installation: Option<Installation>,
     /// The inventory check of an installed driver (see [`HostInventory`]).
     pub host_inventory: Option<HostInventory>,
     /// How the suite changes the driver's inventory on a node; `None` where it knows no way,
@@ -209,6 +216,7 @@ impl Adapter {
             canonical: |d| d,
             workload: Workload::env(None),
             device_classes: Vec::new(),
+            installation: None,
             host_inventory: None,
             change_inventory: None,
             instance_args: None,

@@ -131,6 +131,12 @@ impl PodBuilder {
         self
     }
 
+    /// Runs as the ServiceAccount `name` of the pod's namespace.
+    pub fn service_account(mut self, name: &str) -> Self {
+        self.spec().service_account_name = Some(name.into());
+        self
+    }
+
     pub fn command(mut self, script: &str) -> Self {
         self.spec().containers[0].command = Some(vec!["sh".into(), "-c".into(), script.into()]);
         self

@@ -72,6 +72,7 @@ pub const PLUGIN_SLICES_MATCH_INVENTORY: &str = "plugin.slices.match-inventory";
 pub const PLUGIN_SLICES_OWNED_BY_NODE: &str = "plugin.slices.owned-by-node";
 pub const PLUGIN_SLICES_RECREATED: &str = "plugin.slices.recreated";
 pub const PLUGIN_SLICES_FOLLOW_INVENTORY: &str = "plugin.slices.follow-inventory";
+pub const PLUGIN_SLICES_OWN_NODE_ONLY: &str = "plugin.slices.own-node-only";
 pub const PLUGIN_PREPARE_ALLOCATED_CLAIM: &str = "plugin.prepare.allocated-claim";
 pub const PLUGIN_UNPREPARE_REMOVES_STATE: &str = "plugin.unprepare.removes-state";
 pub const PLUGIN_PREPARE_IDEMPOTENT: &str = "plugin.prepare.idempotent";
@@ -166,6 +167,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (
         PLUGIN_SLICES_FOLLOW_INVENTORY,
         "a changed inventory is published under a new pool generation, with nothing of the old set left",
+    ),
+    (
+        PLUGIN_SLICES_OWN_NODE_ONLY,
+        "the kubelet plugin's account, as on one node, may write that node's slices and no other node's nor cluster-wide ones",
     ),
     (PLUGIN_PREPARE_ALLOCATED_CLAIM, "prepare returns each allocated device with its CDI IDs"),
     (PLUGIN_UNPREPARE_REMOVES_STATE, "unprepare succeeds and leaves no CDI spec of the claim"),

@@ -24,8 +24,8 @@ pub struct Entry {
 /// What a scenario needs of the target, for people: the reasons it is skipped elsewhere.
 pub fn needs(scenario: &Scenario) -> Vec<&'static str> {
     let mut needs = Vec::new();
-    if scenarios::plugin::checks_installed_driver(scenario) {
-        needs.push("the driver's program, or an installed driver's slices and an inventory oracle");
+    if let Some(need) = scenarios::plugin::installed_driver_need(scenario) {
+        needs.push(need);
     } else if scenario.tier == Tier::Plugin {
         needs.push("the driver's program, which the suite starts on a node of its own");
     }

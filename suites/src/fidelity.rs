@@ -452,6 +452,12 @@ pub const FAULTS: &[FaultCase] = &[
         ],
         may_break: &[],
     },
+    FaultCase {
+        fault: "no-node-policy",
+        misbehaviour: "its installation gives its plugin's account the rights on ResourceSlices and no admission policy: a node's plugin may write any node's slices",
+        breaks: &[&[PLUGIN_SLICES_OWN_NODE_ONLY]],
+        may_break: &[],
+    },
 ];
 
 /// A guarantee no driver behaviour decides, and why.

@@ -6,6 +6,7 @@ pub use dracheck_adapter as adapters;
 pub mod catalogue;
 pub mod engine;
 pub mod fidelity;
+pub mod installation;
 pub mod local_run;
 pub mod profile;
 pub mod published;

@@ -243,7 +243,7 @@ async fn bring_up(opts: LocalClusterOptions, nodes: usize, adapter: &Adapter) ->
     let progress = opts.progress.clone();
     let mut cluster = LocalCluster::start(opts).await?;
     cluster.add_nodes_reporting(nodes, &progress).await?;
-    install_classes(&cluster.client(), adapter).await.map_err(|e| unreachable(e.to_string()))?;
+    install_driver(&cluster.client(), adapter).await.map_err(|e| unreachable(e.to_string()))?;
     cluster.start_driver(spec)?;
     let slices: Api<ResourceSlice> = Api::all(cluster.client());
     let deadline = Instant::now() + SLICE_WAIT;
@@ -372,8 +372,9 @@ pub fn nodes_side_by_side(profiles: &[(std::path::PathBuf, Profile)], filter: &F
         .sum()
 }
 
-/// Creates the DeviceClasses the driver's installation brings, as its chart would.
-pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result<(), crate::engine::ScenarioError> {
+/// Creates what the driver's installation brings, as its chart would: its DeviceClasses, and
+/// its plugin's ServiceAccount, rights and admission policies where the adapter states them.
+pub async fn install_driver(client: &kube::Client, adapter: &Adapter) -> Result<(), crate::engine::ScenarioError> {
     use crate::engine::ApiContext;
     use k8s_openapi::api::resource::v1::DeviceClass;
     let api: Api<DeviceClass> = Api::all(client.clone());
@@ -382,6 +383,11 @@ pub async fn install_classes(client: &kube::Client, adapter: &Adapter) -> Result
         api.create(&kube::api::PostParams::default(), class)
             .await
             .doing(|| format!("installing the DeviceClass {name} of the driver {}", adapter.name))?;
+    }
+    if let Some(installation) = &adapter.installation {
+        crate::installation::apply_all(client, installation)
+            .await
+            .doing(|| format!("installing the kubelet plugin's account and policies of the driver {}", adapter.name))?;
     }
     Ok(())
 }

@@ -119,7 +119,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
     };
     let adapter = dracheck_nvidia::adapter::adapter(opts);
     // What the chart would install.
-    local_run::install_classes(&cluster.client(), &adapter).await.expect("the classes install");
+    local_run::install_driver(&cluster.client(), &adapter).await.expect("the classes install");
     let mock = dracheck_mock_driver::adapter::binary().expect("the mock builds");
     let mut args: Vec<String> = [
         "--driver-name={driver}",

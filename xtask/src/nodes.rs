@@ -218,7 +218,7 @@ async fn run_agent(state_dir: &Path, args: NodeArgs, takeover: Takeover) -> Resu
     let pki = Pki::load(state_dir).map_err(|e| e.to_string())?;
     let adapter = args.driver.emulated_adapter(&Progress::stderr()).await.map_err(|(_, e)| e)?;
     if let Some(adapter) = adapter.as_ref().filter(|_| !takeover.classes_exist) {
-        dracheck_suites::local_run::install_classes(&client, adapter).await.map_err(|e| e.to_string())?;
+        dracheck_suites::local_run::install_driver(&client, adapter).await.map_err(|e| e.to_string())?;
     }
     let spec = adapter.and_then(|a| a.spec);
     let kind: NodeKind = args.node_kind.parse()?;

@@ -32,6 +32,9 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
         oracle: Some(oracle),
         change_inventory: Some(change),
         instance_args: Some(|id| vec![format!("--instance={id}")]),
+        installation: Some(crate::installation::installation(
+            !faults.iter().any(|f| f == crate::faults::NO_NODE_POLICY),
+        )),
         workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         ..Adapter::runnable("mock", spec(program, inventory, faults), version)
     })

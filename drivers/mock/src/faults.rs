@@ -51,6 +51,7 @@ pub enum Fault {
     UpgradeRemovesSockets,
     ExitOnRefusedRegistration,
     DuplicateDevice,
+    NoNodePolicy,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -466,7 +467,19 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "the pool gets one more slice that lists its first device again",
         form: Form::Bare(Fault::DuplicateDevice),
     },
+    // Like a chart that binds its plugin's account to the rights it needs and ships no
+    // admission policy: every node's plugin may write every node's slices. The process itself
+    // is unchanged; the mock's installation (`installation.rs`) is. Breaks
+    // `plugin.slices.own-node-only`.
+    FaultSpec {
+        name: NO_NODE_POLICY,
+        doc: "its installation (the ServiceAccount and rights the local cluster applies for it) lacks the admission policy that holds each node's plugin to its own node's ResourceSlices",
+        form: Form::Bare(Fault::NoNodePolicy),
+    },
 ];
+
+/// The fault that changes the mock's installation rather than its process.
+pub const NO_NODE_POLICY: &str = "no-node-policy";
 
 /// The faults' usages, `fail-prepare=N, hang-prepare, …`, for error messages.
 pub fn names() -> String {

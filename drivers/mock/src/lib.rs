@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod faults;
 mod fsutil;
+pub mod installation;
 pub mod inventory;
 pub mod log;
 pub mod plugin;

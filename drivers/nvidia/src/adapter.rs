@@ -49,6 +49,8 @@ pub fn adapter(opts: Options) -> Adapter {
             config: None,
         },
         device_classes: crate::device_classes(),
+        // Its chart's: read from its plugin's pods (`--driver-pods`).
+        installation: None,
         host_inventory: Some(Arc::new(move |published| host.check(published))),
         change_inventory: None,
         // Installed by its chart: a rolling update is its DaemonSet's, which the suite leaves alone.

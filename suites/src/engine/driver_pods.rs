@@ -31,6 +31,20 @@ fn ready(p: &Pod) -> bool {
     running && not_unready && p.metadata.deletion_timestamp.is_none()
 }
 
+/// A ready pod of the driver on one of `nodes`, in their order.
+pub async fn any_ready(
+    client: &kube::Client,
+    pods: &DriverPods,
+    nodes: &[String],
+) -> Result<Option<Pod>, DisruptionError> {
+    for node in nodes {
+        if let Some(p) = on_node(client, pods, node).await?.into_iter().find(ready) {
+            return Ok(Some(p));
+        }
+    }
+    Ok(None)
+}
+
 /// Deletes the driver's running pod on `node` and waits for its replacement to be ready; the
 /// time in between is the downtime.
 pub async fn restart(client: &kube::Client, pods: &DriverPods, node: &str) -> Result<Duration, DisruptionError> {

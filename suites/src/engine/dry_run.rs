@@ -9,7 +9,6 @@ use std::fmt::Write as _;
 use super::runner::{Plan, driver_selected, roles_of, selected};
 use super::target::Abilities;
 use crate::adapters::Adapter;
-use crate::scenarios::plugin::harness::NEEDS_BINARY;
 
 /// One scenario of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,9 +26,7 @@ pub fn driver_steps(plan: &Plan, abilities: Abilities, adapter: &Adapter) -> Vec
     driver_selected(plan)
         .into_iter()
         .map(|(s, ids)| {
-            let unreachable = adapter.spec.is_none()
-                && !(adapter.host_inventory.is_some() && crate::scenarios::plugin::checks_installed_driver(s));
-            let skipped = if unreachable { Some(NEEDS_BINARY) } else { abilities.cannot(s.disrupts) };
+            let skipped = crate::scenarios::plugin::unreachable(s, adapter, abilities).or(abilities.cannot(s.disrupts));
             Step { scenario: s.name, guarantees: ids, skipped }
         })
         .collect()

@@ -1,7 +1,7 @@
 //! The run engine and what scenarios are written against.
 
 mod ctx;
-mod driver_pods;
+pub(crate) mod driver_pods;
 pub mod dry_run;
 mod error;
 pub mod leftovers;

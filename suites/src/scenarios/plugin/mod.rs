@@ -10,6 +10,7 @@ pub(crate) mod harness;
 mod idempotent;
 mod inventory_change;
 mod other_drivers;
+mod permissions;
 mod prepare;
 mod prepare_retry;
 mod registration;
@@ -27,6 +28,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &registration_retry::SCENARIO,
         &slices::SCENARIO,
         &slices_kept::SCENARIO,
+        &permissions::SCENARIO,
         &inventory_change::SCENARIO,
         &prepare::SCENARIO,
         &idempotent::SCENARIO,
@@ -77,10 +79,34 @@ async fn first_device(node: &harness::PluginNode, ctx: &Ctx<'_>) -> Result<Strin
         .ok_or_else(|| ScenarioError::Unmet("the inventory is empty".into()))
 }
 
-/// Whether `s` still checks a driver the suite cannot start (one installed in the cluster):
-/// only the slices scenario does, reading what the driver published against a host inventory.
-pub(crate) fn checks_installed_driver(s: &Scenario) -> bool {
-    std::ptr::eq(s, &slices::SCENARIO)
+/// Where `s` also checks a driver the suite cannot start (one installed in the cluster), what
+/// it needs then: the slices scenario reads what the driver published against a host
+/// inventory, the permissions scenario acts as the plugin's account.
+pub(crate) fn installed_driver_need(s: &Scenario) -> Option<&'static str> {
+    if std::ptr::eq(s, &slices::SCENARIO) {
+        Some("the driver's program, or an installed driver's slices and an inventory oracle")
+    } else if std::ptr::eq(s, &permissions::SCENARIO) {
+        Some(
+            "the account of the driver's kubelet plugin: an installed driver's plugin pods, or the installation its adapter states",
+        )
+    } else {
+        None
+    }
+}
+
+/// Why `s` would be skipped on a target with `abilities` for the driver of `adapter` before
+/// any disruption it needs is considered; `None` where it runs.
+pub(crate) fn unreachable(
+    s: &Scenario,
+    adapter: &crate::adapters::Adapter,
+    abilities: crate::engine::Abilities,
+) -> Option<&'static str> {
+    if std::ptr::eq(s, &permissions::SCENARIO) {
+        let known = abilities.driver_pods || (adapter.installation.is_some() && abilities.driver_processes);
+        return (!known).then_some(permissions::NEEDS_ACCOUNT);
+    }
+    let installed = std::ptr::eq(s, &slices::SCENARIO) && adapter.host_inventory.is_some();
+    (adapter.spec.is_none() && !installed).then_some(harness::NEEDS_BINARY)
 }
 
 /// Declares a plugin-tier scenario whose `check(ctx, &mut node)` runs with a started node.
