@@ -60,6 +60,12 @@ pub const NEEDS_NODE_DIRS: &str = "runs the mock as a second driver beside the o
 pub const NO_COMPANION: &str =
     "no second driver was given to this run (`cargo xtask conformance` gives the mock, under another driver name)";
 
+/// Why the check cannot run for a driver whose plugin's account the suite cannot know.
+pub const NEEDS_PLUGIN_ACCOUNT: &str = "needs the ServiceAccount the driver's kubelet plugin runs as: an installed driver's plugin pods \
+     (--driver-pods LABEL-SELECTOR, --driver-namespace NS), or the installation a driver's adapter states (the mock's); a driver the \
+     suite runs as its own processes with the cluster admin's credentials has no account of its own to check: install its chart \
+     (--install helm) to check the chart's";
+
 /// Why an installed driver cannot be restarted.
 pub const NEEDS_DRIVER_PODS: &str = "pass --driver-pods LABEL-SELECTOR (and --driver-namespace NS) to restart an installed driver: the suite then deletes its plugin's pod on the node and waits for the DaemonSet's new one";
 

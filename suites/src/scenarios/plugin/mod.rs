@@ -103,7 +103,7 @@ pub(crate) fn unreachable(
 ) -> Option<&'static str> {
     if std::ptr::eq(s, &permissions::SCENARIO) {
         let known = abilities.driver_pods || (adapter.installation.is_some() && abilities.driver_processes);
-        return (!known).then_some(permissions::NEEDS_ACCOUNT);
+        return (!known).then_some(crate::engine::target::NEEDS_PLUGIN_ACCOUNT);
     }
     let installed = std::ptr::eq(s, &slices::SCENARIO) && adapter.host_inventory.is_some();
     (adapter.spec.is_none() && !installed).then_some(harness::NEEDS_BINARY)

@@ -23,6 +23,7 @@ use k8s_openapi::api::resource::v1::{ResourcePool, ResourceSlice, ResourceSliceS
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
 
+use crate::engine::target::NEEDS_PLUGIN_ACCOUNT;
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_SLICES_OWN_NODE_ONLY as ID;
 
@@ -34,12 +35,6 @@ pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
-
-/// Why the check cannot run for a driver whose plugin's account the suite cannot know.
-pub const NEEDS_ACCOUNT: &str = "needs the ServiceAccount the driver's kubelet plugin runs as: an installed driver's plugin pods \
-     (--driver-pods LABEL-SELECTOR, --driver-namespace NS), or the installation a driver's adapter states (the mock's); a driver the \
-     suite runs as its own processes with the cluster admin's credentials has no account of its own to check: install its chart \
-     (--install helm) to check the chart's";
 
 /// A node name no cluster has, for a cluster of one node.
 const NO_SUCH_NODE: &str = "dracheck-no-such-node";
@@ -221,7 +216,7 @@ async fn account(ctx: &Ctx<'_>) -> Result<Option<Account>, ScenarioError> {
     let (Some(inst), Some(node), true) =
         (&ctx.target.adapter.installation, ctx.target.nodes.first(), ctx.target.abilities().driver_processes)
     else {
-        ctx.skip(ID, NEEDS_ACCOUNT);
+        ctx.skip(ID, NEEDS_PLUGIN_ACCOUNT);
         return Ok(None);
     };
     Ok(Some(Account {
