@@ -14,6 +14,7 @@ mod nodes;
 mod profiles;
 mod providers;
 mod report;
+mod test_plan;
 
 use std::process::ExitCode;
 
@@ -59,7 +60,9 @@ enum Command {
     /// Work with profiles without a cluster: `profile validate FILE…`.
     #[command(subcommand)]
     Profile(profiles::ProfileCommand),
-    /// Build (or check) the control-plane binaries, then run the workspace's tests.
+    /// Build (or check) the control-plane binaries, then run the workspace's tests: the machine
+    /// state tests alone, then the fidelity table beside every other test binary, with a
+    /// summary of each binary's time. With arguments after `--`, `cargo test --workspace ARGS`.
     Test(TestArgs),
     /// Remove what runs that are gone (killed before their teardown) left: local state dirs
     /// in $TMPDIR, and with --kubeconfig their namespaces and DeviceClasses on that cluster.
@@ -70,7 +73,7 @@ enum Command {
 struct TestArgs {
     #[command(flatten)]
     bins: cluster::BinArgs,
-    /// Arguments passed on to `cargo test` (after `--`).
+    /// Arguments passed on to `cargo test --workspace` (after `--`), which then runs as it is.
     #[arg(last = true)]
     cargo_args: Vec<String>,
 }
@@ -113,11 +116,13 @@ async fn test(args: TestArgs) -> u8 {
     if let Err(code) = cluster::ensure_real_node_programs(&args.bins).await {
         return code;
     }
-    let status = tokio::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["test", "--workspace"])
-        .args(&args.cargo_args)
-        .status()
-        .await;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    if args.cargo_args.is_empty() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace");
+        return test_plan::run(&cargo, root).await;
+    }
+    let status =
+        tokio::process::Command::new(cargo).args(["test", "--workspace"]).args(&args.cargo_args).status().await;
     match status {
         Ok(s) if s.success() => exit::OK,
         Ok(s) => s.code().map_or(exit::FAILED, |c| c.clamp(1, 255) as u8),

@@ -111,7 +111,7 @@ mod tests {
             condition,
             "request.userInfo.username == \"system:serviceaccount:dracheck-mock:dracheck-mock-kubelet-plugin\""
         );
-        assert_eq!(Some(&binding.spec.as_ref().unwrap().policy_name), policy.metadata.name.as_ref());
+        assert_eq!(Some(&binding.spec.policy_name), policy.metadata.name.as_ref());
         assert_eq!(spec.validations.as_ref().unwrap().len(), 2);
         assert!(installation(false).policies.is_empty());
     }

@@ -92,24 +92,20 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
 async fn companion_up(ctx: &Ctx<'_>, other: &str) -> Result<(), ScenarioError> {
     let slices: Api<ResourceSlice> = Api::all(ctx.client());
     let lp = ListParams::default().fields(&format!("spec.nodeName={},spec.driver={other}", ctx.node));
-    let deadline = tokio::time::Instant::now() + COMPANION_UP;
-    loop {
+    let state = || async {
         let registered = ctx.target.registered(&ctx.node, other).await.unwrap_or(false);
-        let published = slices.list(&lp).await.is_ok_and(|l| !l.items.is_empty());
-        if registered && published {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(ScenarioError::timeout(
-                format!(
-                    "the second driver {other} did not come up on {} (registered: {registered}, slices published: \
-                     {published})",
-                    ctx.node
-                ),
-                COMPANION_UP,
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        (registered, slices.list(&lp).await.is_ok_and(|l| !l.items.is_empty()))
+    };
+    match ctx.poll_until(COMPANION_UP, state, |(registered, published)| *registered && *published).await {
+        Ok(_) => Ok(()),
+        Err((registered, published)) => Err(ScenarioError::timeout(
+            format!(
+                "the second driver {other} did not come up on {} (registered: {registered}, slices published: \
+                 {published})",
+                ctx.node
+            ),
+            COMPANION_UP,
+        )),
     }
 }
 

@@ -79,26 +79,24 @@ async fn registration(
     up: bool,
     which: impl Fn(&std::path::Path) -> bool,
 ) -> Result<(), ScenarioError> {
-    let deadline = tokio::time::Instant::now() + REGISTRATION;
-    loop {
-        let Some(endpoints) = ctx.target.registered_endpoints(&ctx.node, &ctx.target.adapter.name).await else {
+    let endpoints = || ctx.target.registered_endpoints(&ctx.node, &ctx.target.adapter.name);
+    match ctx.poll_until(REGISTRATION, endpoints, |e| e.as_ref().is_none_or(|e| e.iter().any(|e| which(e)) == up)).await
+    {
+        // A target that does not say what its kubelet registered: give it the time instead.
+        Ok((None, _)) => {
             tokio::time::sleep(UNSEEN_REGISTRATION).await;
-            return Ok(());
-        };
-        if endpoints.iter().any(|e| which(e)) == up {
-            return Ok(());
+            Ok(())
         }
-        if tokio::time::Instant::now() > deadline {
-            return Err(ScenarioError::timeout(
-                format!(
-                    "the kubelet of {} did {}register {what} (registered: {endpoints:?})",
-                    ctx.node,
-                    if up { "not " } else { "not de" }
-                ),
-                REGISTRATION,
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        Ok(_) => Ok(()),
+        Err(endpoints) => Err(ScenarioError::timeout(
+            format!(
+                "the kubelet of {} did {}register {what} (registered: {:?})",
+                ctx.node,
+                if up { "not " } else { "not de" },
+                endpoints.unwrap_or_default()
+            ),
+            REGISTRATION,
+        )),
     }
 }
 
