@@ -1,13 +1,14 @@
 //! The functions Kubernetes' CEL libraries add and DRA selectors use: `quantity()` and its
 //! methods, `semver()` and its methods, the list library (`isSorted`, `sum`, `min`, `max`,
-//! `indexOf`, `lastIndexOf`) and the `cel.bind` macro.
+//! `indexOf`, `lastIndexOf`), the regex library (`find`, `findAll`), the sets extension
+//! (`sets.contains`, `sets.equivalent`, `sets.intersects`) and the `cel.bind` macro.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
-use cel::common::types::{CelInt, DYN_TYPE, LIST_TYPE};
-use cel::common::value::CowVal;
+use cel::common::types::{CelBool, CelInt, DYN_TYPE, LIST_TYPE};
+use cel::common::value::{CowVal, Val};
 use cel::extractors::{Arguments, This};
 use cel::objects::Opaque;
 use cel::parser::{Macro, MacroExprHelper, ParseError};
@@ -21,7 +22,48 @@ pub fn declare(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_macro(Macro::receiver("bind", 3, bind_macro))?;
     env.add_member_overload("indexOf", "list.indexOf(dyn)", LIST_TYPE, vec![DYN_TYPE], list_index_of)?;
     env.add_member_overload("lastIndexOf", "list.lastIndexOf(dyn)", LIST_TYPE, vec![DYN_TYPE], list_last_index_of)?;
+    let lists = || vec![LIST_TYPE, LIST_TYPE];
+    env.add_overload("sets.contains", "sets.contains(list,list)", lists(), sets_contains)?;
+    env.add_overload("sets.equivalent", "sets.equivalent(list,list)", lists(), sets_equivalent)?;
+    env.add_overload("sets.intersects", "sets.intersects(list,list)", lists(), sets_intersects)?;
     Ok(())
+}
+
+/// The elements of the two list arguments of the sets function `function`.
+fn two_lists<'a, 'b, 'v>(
+    function: &str,
+    args: &'a [CowVal<'b, 'v>],
+) -> Result<[Vec<&'a (dyn Val + 'v)>; 2], ExecutionError> {
+    let [a, b] = args else { return Err(ExecutionError::invalid_argument_count(2, args.len())) };
+    let items = |l: &'a CowVal<'b, 'v>| {
+        let iterable = l.as_ref().as_iterable().ok_or_else(|| err(function, "an argument is not a list"))?;
+        let (mut it, mut out) = (iterable.iter(), Vec::new());
+        while let Some(x) = it.next() {
+            out.push(x);
+        }
+        Ok::<_, ExecutionError>(out)
+    };
+    Ok([items(a)?, items(b)?])
+}
+
+/// Every element of `of` is in `within`, by CEL equality (so `1 == 1.0`, as cel-go's sets).
+fn all_in(of: &[&dyn Val], within: &[&dyn Val]) -> bool {
+    of.iter().all(|x| within.iter().any(|y| y.equals(*x)))
+}
+
+fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [a, b] = two_lists("sets.contains", &args)?;
+    Ok(CowVal::owned(CelBool::from(all_in(&b, &a))))
+}
+
+fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [a, b] = two_lists("sets.equivalent", &args)?;
+    Ok(CowVal::owned(CelBool::from(all_in(&a, &b) && all_in(&b, &a))))
+}
+
+fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [a, b] = two_lists("sets.intersects", &args)?;
+    Ok(CowVal::owned(CelBool::from(a.iter().any(|x| b.iter().any(|y| y.equals(*x))))))
 }
 
 /// Expands `cel.bind(v, init, expr)` into a comprehension over nothing whose accumulator is
@@ -171,9 +213,39 @@ fn extreme(function: &'static str, this: &Value, want: Ordering) -> ResolveResul
     Ok(best)
 }
 
+/// `pattern` compiled for the regex function `function` (RE2 syntax, which the regex crate
+/// follows: no backreferences or lookaround).
+fn regex(function: &str, pattern: &str) -> Result<regex::Regex, ExecutionError> {
+    regex::Regex::new(pattern).map_err(|e| err(function, format!("invalid regex {pattern:?}: {e}")))
+}
+
+/// `s.findAll(re)` / `s.findAll(re, n)`: the matches, at most `n` of them where `n` is not
+/// negative (upstream's `lib.Regex`).
+fn find_all(this: &str, args: &[Value]) -> ResolveResult {
+    let (pattern, limit) = match args {
+        [Value::String(p)] => (p, -1),
+        [Value::String(p), Value::Int(n)] => (p, *n),
+        _ => return Err(err("findAll", "expects a regex and an optional count")),
+    };
+    let re = regex("findAll", pattern)?;
+    let found = re.find_iter(this).map(|m| Value::String(Arc::new(m.as_str().to_string())));
+    let found: Vec<Value> = match usize::try_from(limit) {
+        Ok(n) => found.take(n).collect(),
+        Err(_) => found.collect(),
+    };
+    Ok(Value::List(Arc::new(found)))
+}
+
 /// Functions that live in the context: their names are not declared by the environment.
 pub fn register(ctx: &mut Context<'_, '_>) {
     let added = [
+        ctx.add_function("find", |This(this): This<Arc<String>>, pattern: Arc<String>| -> ResolveResult {
+            let re = regex("find", &pattern)?;
+            Ok(Value::String(Arc::new(re.find(&this).map_or("", |m| m.as_str()).to_string())))
+        }),
+        ctx.add_function("findAll", |This(this): This<Arc<String>>, Arguments(args): Arguments| -> ResolveResult {
+            find_all(&this, &args)
+        }),
         ctx.add_function("quantity", |s: Arc<String>| -> ResolveResult {
             Quantity::parse(&s).map(opaque_quantity).map_err(|e| err("quantity", e))
         }),

@@ -1,6 +1,8 @@
 //! The DRA CEL environment: the `device` variable (`driver`, `attributes`, `capacity`) and the
 //! functions Kubernetes adds to CEL for device selectors (quantities, semantic versions, the
-//! list library, `cel.bind`), on top of the standard library and the strings extension.
+//! list and regex libraries, the sets extension, `cel.bind`), on top of the standard library
+//! and the strings extension. Not yet: the `ip`/`cidr`, URL and `format` libraries, whose
+//! calls are reported as selector errors.
 
 mod functions;
 pub mod semver;

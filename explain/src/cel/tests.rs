@@ -65,6 +65,11 @@ fn the_dra_environment_evaluates_what_selectors_use() {
         r#"has(device.attributes["gpu.example.com"].model) && !has(device.attributes["gpu.example.com"].colour)"#,
         r#"!has(device.attributes["nowhere.example.com"].model)"#,
         r#"device.attributes["gpu.example.com"].exists(k, k == "mig")"#,
+        r#"sets.contains(device.attributes["gpu.example.com"].links, [1, 3]) && !sets.contains([1], [1, 2])"#,
+        r#"sets.equivalent([1, 2, 2], [2, 1]) && !sets.equivalent([1], [1, 2]) && sets.contains([1, 2], [1.0])"#,
+        r#"sets.intersects(device.attributes["gpu.example.com"].links, [0, 3]) && !sets.intersects([1], [])"#,
+        r#"device.attributes["gpu.example.com"].model.find("[0-9]+") == "100" && "l4".find("x") == """#,
+        r#""a1b22c333".findAll("[0-9]+") == ["1", "22", "333"] && "a1b22c333".findAll("[0-9]+", 2) == ["1", "22"]"#,
     ];
     for t in truths {
         assert_eq!(eval(t), Ok(true), "{t}");
@@ -80,6 +85,9 @@ fn runtime_errors_are_errors_not_false() {
     assert!(other_domain.contains("no such key: model"), "{other_domain}");
     assert!(eval(r#"device.capacity["gpu.example.com"].memory.compareTo(semver("1.0.0")) > 0"#).is_err());
     assert!(eval(r#"quantity("lots").sign() == 1"#).is_err());
+    let bad_regex = eval(r#"device.attributes["gpu.example.com"].model.find("(") == """#).unwrap_err();
+    assert!(bad_regex.contains("invalid regex"), "{bad_regex}");
+    assert!(eval(r#"sets.contains(1, [1])"#).is_err());
     let not_bool = eval(r#"device.attributes["gpu.example.com"].index"#).unwrap_err();
     assert!(not_bool.contains("not a bool"), "{not_bool}");
 }
