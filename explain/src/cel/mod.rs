@@ -1,10 +1,11 @@
 //! The DRA CEL environment: the `device` variable (`driver`, `attributes`, `capacity`) and the
 //! functions Kubernetes adds to CEL for device selectors (quantities, semantic versions, the
-//! list and regex libraries, the sets extension, `cel.bind`), on top of the standard library
-//! and the strings extension. Not yet: the `ip`/`cidr`, URL and `format` libraries, whose
-//! calls are reported as selector errors.
+//! list, regex, IP and CIDR libraries, the sets extension, `cel.bind`), on top of the standard
+//! library and the strings extension. Not yet: the URL and `format` libraries, whose calls
+//! are reported as selector errors.
 
 mod functions;
+mod net;
 pub mod semver;
 
 use std::collections::{BTreeMap, HashMap};
@@ -66,6 +67,7 @@ impl Environment {
         let mut env = Env::stdlib();
         env.add_extension(cel::extensions::strings).expect("the strings extension registers");
         functions::declare(&mut env).expect("the DRA overloads register");
+        net::declare(&mut env).expect("the IP library registers");
         Environment { env: Arc::new(env) }
     }
 
@@ -80,6 +82,7 @@ impl Environment {
     pub fn matches(&self, selector: &Selector, device: &DeviceInput<'_>) -> Result<bool, String> {
         let mut ctx = Context::with_env(self.env.clone());
         functions::register(&mut ctx);
+        net::register(&mut ctx);
         ctx.add_variable_from_value("device", device_value(device, &selector.domains)?);
         match selector.program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),

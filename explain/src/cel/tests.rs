@@ -77,6 +77,36 @@ fn the_dra_environment_evaluates_what_selectors_use() {
     assert_eq!(eval(r#"device.attributes["gpu.example.com"].model == "l4""#), Ok(false));
 }
 
+/// Kubernetes' IP and CIDR libraries, with upstream's examples (`library/ip.go`, `cidr.go`).
+#[test]
+fn the_ip_and_cidr_libraries_evaluate_as_upstreams() {
+    let truths = [
+        r#"isIP("127.0.0.1") && isIP("::1") && !isIP("1.2.3.4.5") && !isIP("fe80::1%eth0") && !isIP("::ffff:1.2.3.4")"#,
+        r#"ip("127.0.0.1").family() == 4 && ip("::1").family() == 6"#,
+        r#"ip("127.0.0.1").isLoopback() && !ip("10.0.0.1").isLoopback() && ip("::").isUnspecified()"#,
+        r#"ip("224.0.0.1").isLinkLocalMulticast() && ip("ff02::1").isLinkLocalMulticast() && !ip("224.0.1.1").isLinkLocalMulticast()"#,
+        r#"ip("169.254.169.254").isLinkLocalUnicast() && ip("fe80::1").isLinkLocalUnicast() && !ip("192.168.0.1").isLinkLocalUnicast()"#,
+        r#"ip("192.168.0.1").isGlobalUnicast() && ip("2001:db8::1").isGlobalUnicast() && !ip("255.255.255.255").isGlobalUnicast() && !ip("ff00::1").isGlobalUnicast()"#,
+        r#"ip.isCanonical("2001:db8::abcd") && !ip.isCanonical("2001:DB8::ABCD") && !ip.isCanonical("2001:db8::0:0:0:abcd")"#,
+        r#"ip("127.0.0.1") == ip("127.0.0.1") && ip("2001:db8::abcd") == ip("2001:DB8::ABCD") && ip("127.0.0.1") != ip("10.0.0.1")"#,
+        r#"isCIDR("192.168.0.0/24") && !isCIDR("192.168.0.0/33") && !isCIDR("192.168.0.0") && !isCIDR("::ffff:1.2.3.4/96")"#,
+        r#"cidr("192.168.0.0/24").containsIP(ip("192.168.0.1")) && !cidr("192.168.0.0/24").containsIP("192.168.1.1")"#,
+        r#"cidr("192.168.0.0/24").containsCIDR("192.168.0.0/25") && !cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/23"))"#,
+        r#"!cidr("0.0.0.0/0").containsIP("::1") && cidr("::/0").containsIP("2001:db8::1") && cidr("10.0.0.0/8").containsIP("10.255.255.255")"#,
+        r#"cidr("192.168.0.1/24").ip() == ip("192.168.0.1") && cidr("192.168.0.1/24").masked() == cidr("192.168.0.0/24")"#,
+        r#"cidr("2001:db8::1/32").masked() == cidr("2001:db8::/32") && cidr("192.168.0.0/24").prefixLength() == 24"#,
+        r#"cidr("10.0.0.1/0").masked() == cidr("0.0.0.0/0") && cidr("10.0.0.1/32").masked() == cidr("10.0.0.1/32")"#,
+    ];
+    for t in truths {
+        assert_eq!(eval(t), Ok(true), "{t}");
+    }
+    let zone = eval(r#"ip("fe80::1%eth0").family() == 6"#).unwrap_err();
+    assert!(zone.contains("zone value is not allowed"), "{zone}");
+    let mapped = eval(r#"cidr("::ffff:1.2.3.4/128").prefixLength() == 128"#).unwrap_err();
+    assert!(mapped.contains("IPv4-mapped"), "{mapped}");
+    assert!(eval(r#"ip.isCanonical("nope")"#).is_err());
+}
+
 #[test]
 fn runtime_errors_are_errors_not_false() {
     let missing = eval(r#"device.attributes["gpu.example.com"].colour == "red""#).unwrap_err();
