@@ -428,12 +428,8 @@ async fn existing(
     progress: Progress,
     provided: Provided,
 ) -> Result<u8, Early> {
-    let kubeconfig = args
-        .kubeconfig
-        .clone()
-        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
-        .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
+    let kubeconfig = crate::kubeconfig::chosen(args.kubeconfig.as_deref())
+        .ok_or((exit::BAD_INPUT, crate::kubeconfig::NONE.to_string()))?;
     let short = adapter.short;
     let mut driver_pods = args.driver_pods.clone().map(|selector| dracheck_suites::engine::target::DriverPods {
         namespace: args.driver_namespace.clone(),

@@ -71,11 +71,7 @@ async fn explain(args: &ExplainArgs) -> Result<u8, (u8, String)> {
 /// A client for the cluster of `kubeconfig` (default: $KUBECONFIG, ~/.kube/config) and
 /// `context`; a failure is its exit code and a message naming the fix.
 pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Client, (u8, String)> {
-    let path = kubeconfig
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
-        .ok_or((exit::BAD_INPUT, "no kubeconfig: pass --kubeconfig PATH".to_string()))?;
+    let path = crate::kubeconfig::chosen(kubeconfig).ok_or((exit::BAD_INPUT, crate::kubeconfig::NONE.to_string()))?;
     dracheck_clusters::reach::client(&path, context, Some(Duration::from_secs(5)))
         .await
         .map(|r| r.client)

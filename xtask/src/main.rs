@@ -9,6 +9,7 @@ mod exit;
 mod explain;
 mod install;
 mod inventory;
+mod kubeconfig;
 mod list;
 mod nodes;
 mod profiles;

@@ -50,11 +50,7 @@ pub struct CompareArgs {
 /// The redactor of a run: the credentials of the kubeconfig in use (the flag, `$KUBECONFIG`,
 /// `~/.kube/config`) plus the shape-based net.
 pub fn redactor(kubeconfig: Option<&Path>) -> Redactor {
-    let path = kubeconfig
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")));
-    match path {
+    match crate::kubeconfig::chosen(kubeconfig) {
         Some(p) => Redactor::default().with_kubeconfig(&p),
         None => Redactor::default(),
     }
