@@ -14,7 +14,7 @@
 //! from the plugin's pods where the driver is installed (`--driver-pods`), else from the
 //! installation its adapter states, which the local cluster applied.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dracheck_adapter::installation::service_account_user;
 use http::HeaderValue;
@@ -166,22 +166,23 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         .and_then(|l| l.items.into_iter().find(|s| s.spec.node_name.as_deref().is_some_and(|n| n != account.node)))
         .and_then(|s| Some((s.metadata.name?, s.spec.node_name?)));
 
-    // Each write is retried until refused, for as long as a just-applied policy may take.
-    let started = Instant::now();
-    let mut answers: Vec<(String, Answer)>;
-    loop {
-        answers = vec![
+    // Each write is tried again until refused, for as long as a just-applied policy may take.
+    let attempt = || async {
+        let mut answers = vec![
             (format!("create a slice on node {other}"), create(ctx, &account, Some(&other)).await?),
             ("create a slice for all nodes".into(), create(ctx, &account, None).await?),
         ];
         if let Some((name, node)) = &foreign_slice {
             answers.push((format!("delete the slice {name} of node {node}"), delete(ctx, &account, name).await?));
         }
-        if answers.iter().all(|(_, a)| matches!(a, Answer::Refused(..))) || started.elapsed() >= POLICY_SETTLE {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Ok::<_, ScenarioError>(answers)
+    };
+    let all_refused = |r: &Result<Vec<(String, Answer)>, ScenarioError>| {
+        r.as_ref().map_or(true, |answers| answers.iter().all(|(_, a)| matches!(a, Answer::Refused(..))))
+    };
+    let answers = match ctx.poll_until(POLICY_SETTLE, attempt, all_refused).await {
+        Ok((answers, _)) | Err(answers) => answers?,
+    };
     let shown: Vec<String> = answers.iter().map(|(what, a)| format!("{what}: {a}")).collect();
     let allowed: Vec<&str> =
         answers.iter().filter(|(_, a)| matches!(a, Answer::Allowed)).map(|(what, _)| what.as_str()).collect();
@@ -213,10 +214,10 @@ async fn account(ctx: &Ctx<'_>) -> Result<Option<Account>, ScenarioError> {
         };
         return Ok(Some(of_pod(pod)));
     }
-    let (Some(inst), Some(node), true) =
-        (&ctx.target.adapter.installation, ctx.target.nodes.first(), ctx.target.abilities().driver_processes)
-    else {
-        ctx.skip(ID, NEEDS_PLUGIN_ACCOUNT);
+    // The same rule `conformance --dry-run` plans with.
+    let unknown = super::unreachable(&SCENARIO, &ctx.target.adapter, ctx.target.abilities());
+    let (None, Some(inst), Some(node)) = (unknown, &ctx.target.adapter.installation, ctx.target.nodes.first()) else {
+        ctx.skip(ID, unknown.unwrap_or(NEEDS_PLUGIN_ACCOUNT));
         return Ok(None);
     };
     Ok(Some(Account {
