@@ -114,6 +114,59 @@ impl ClaimBuilder {
         }
     }
 
+    /// The first request alone (other requests, constraints and configs dropped), as a
+    /// `firstAvailable` list with one alternative per `(name, selectors)`: each the request as
+    /// written (its first alternative, where it has some) with those selectors added.
+    pub fn first_available(self, alternatives: &[(&str, &[&str])]) -> ClaimBuilder {
+        let Some(first) = self.first_only() else { return ClaimBuilder::default() };
+        let written = match (first.exactly, first.first_available.and_then(|a| a.into_iter().next())) {
+            (Some(e), _) => DeviceSubRequest {
+                name: String::new(),
+                device_class_name: e.device_class_name,
+                selectors: e.selectors,
+                allocation_mode: e.allocation_mode,
+                count: e.count,
+                tolerations: e.tolerations,
+                capacity: e.capacity,
+                derived_attributes: e.derived_attributes,
+            },
+            (None, Some(sub)) => sub,
+            (None, None) => return ClaimBuilder::default(),
+        };
+        let subs = alternatives
+            .iter()
+            .map(|(name, extra)| {
+                let mut sub = DeviceSubRequest { name: (*name).into(), ..written.clone() };
+                sub.selectors.get_or_insert_default().extend(extra.iter().copied().map(cel));
+                sub
+            })
+            .collect();
+        let request = DeviceRequest { name: first.name, exactly: None, first_available: Some(subs) };
+        ClaimBuilder::with_requests(vec![request])
+    }
+
+    /// The first request alone (other requests, constraints and configs dropped), for every
+    /// device it matches on the node (`allocationMode: All`; each of its alternatives).
+    pub fn all_of_first(self) -> ClaimBuilder {
+        let Some(first) = self.first_only() else { return ClaimBuilder::default() };
+        let mut b = ClaimBuilder::with_requests(vec![first]);
+        b.each_of_first(|e| {
+            *e.allocation_mode = Some("All".into());
+            *e.count = None;
+        });
+        b
+    }
+
+    /// The first request (an exact one: alternatives have no admin access) asks for admin
+    /// access: devices in use by other claims may be allocated to it.
+    pub fn admin_access(mut self) -> ClaimBuilder {
+        let first = self.spec.devices.as_mut().and_then(|d| d.requests.as_mut()).and_then(|r| r.first_mut());
+        if let Some(e) = first.and_then(|r| r.exactly.as_mut()) {
+            e.admin_access = Some(true);
+        }
+        self
+    }
+
     /// One more opaque configuration of `driver` for `requests` (all of the claim's when
     /// empty), after those the claim has.
     pub fn config(mut self, requests: &[&str], driver: &str, parameters: serde_json::Value) -> ClaimBuilder {
@@ -139,6 +192,18 @@ impl ClaimBuilder {
         ResourceClaimTemplate {
             metadata: crate::meta(name, Some(namespace)),
             spec: Some(ResourceClaimTemplateSpec { metadata: None, spec: Some(self.spec()) }),
+        }
+    }
+
+    fn first_only(self) -> Option<DeviceRequest> {
+        self.spec.devices.and_then(|d| d.requests).and_then(|r| r.into_iter().next())
+    }
+
+    fn with_requests(requests: Vec<DeviceRequest>) -> ClaimBuilder {
+        ClaimBuilder {
+            spec: ResourceClaimSpec {
+                devices: Some(DeviceClaim { requests: Some(requests), ..DeviceClaim::default() }),
+            },
         }
     }
 
@@ -250,6 +315,24 @@ mod tests {
         for s in first(&b).first_available.unwrap() {
             assert_eq!((s.allocation_mode.as_deref(), s.count), (Some("ExactCount"), Some(3)), "{}", s.name);
         }
+    }
+
+    #[test]
+    fn the_first_request_becomes_alternatives_all_of_its_devices_or_admin_access() {
+        let profile = ClaimBuilder::exact("a", 2).selector("s").and_request("other", "b", 1);
+        let alternatives = first(&profile.clone().first_available(&[("none", &["false"]), ("fits", &[])]));
+        assert_eq!(alternatives.name, REQUEST);
+        assert!(alternatives.exactly.is_none());
+        let subs = alternatives.first_available.unwrap();
+        assert_eq!(subs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["none", "fits"]);
+        assert_eq!((subs[0].device_class_name.as_str(), subs[0].count), ("a", Some(2)));
+        assert_eq!(subs[0].selectors.as_ref().unwrap().len(), 2, "the request's selector and the added one");
+        assert_eq!(subs[1].selectors.as_ref().unwrap().len(), 1);
+        let all = profile.clone().all_of_first().spec().devices.unwrap().requests.unwrap();
+        assert_eq!(all.len(), 1, "the other request is dropped");
+        let e = all[0].exactly.as_ref().unwrap();
+        assert_eq!((e.allocation_mode.as_deref(), e.count), (Some("All"), None));
+        assert_eq!(first(&profile.admin_access()).exactly.unwrap().admin_access, Some(true));
     }
 
     #[test]

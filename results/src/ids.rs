@@ -38,6 +38,13 @@ pub const CONFIG_PER_REQUEST: &str = "config.per-request";
 // coexistence
 pub const DRIVERS_COEXIST: &str = "drivers.coexist";
 
+// prioritizedList
+pub const PRIORITIZED_CHOSEN_SUBREQUEST: &str = "prioritized.chosen-subrequest";
+
+// adminAccess
+pub const ADMIN_ACCESS_IN_USE_DEVICE: &str = "admin-access.in-use-device";
+pub const ADMIN_ACCESS_NAMESPACE_LABEL: &str = "admin-access.namespace-label";
+
 // driverRestart
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";
@@ -121,6 +128,18 @@ pub const MEANINGS: &[(&str, &str)] = &[
     ),
     (CONFIG_PER_REQUEST, "each container gets only its request's devices and configuration"),
     (DRIVERS_COEXIST, "beside a second driver on one node, a claim with devices of both runs and unprepares"),
+    (
+        PRIORITIZED_CHOSEN_SUBREQUEST,
+        "a firstAvailable request gets the first alternative that fits, and the container only that alternative's configuration",
+    ),
+    (
+        ADMIN_ACCESS_IN_USE_DEVICE,
+        "an admin-access claim gets and runs with a device in use, and the workload using it keeps running",
+    ),
+    (
+        ADMIN_ACCESS_NAMESPACE_LABEL,
+        "an admin-access claim outside a namespace labelled for admin access is refused by the API",
+    ),
     (DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, "running pods keep their devices across a driver restart"),
     (DRIVER_RESTART_NEW_CLAIMS_WORK, "claims made after a driver restart are prepared and run"),
     (DRIVER_RESTART_SLICES_KEPT, "a restarting driver leaves its slices in place: the devices never vanish"),

@@ -78,6 +78,8 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     CONFIG_CLASS_AND_CLAIM,
     CONFIG_PER_REQUEST,
     DRIVERS_COEXIST,
+    PRIORITIZED_CHOSEN_SUBREQUEST,
+    ADMIN_ACCESS_IN_USE_DEVICE,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
@@ -206,9 +208,9 @@ pub const FAULTS: &[FaultCase] = &[
             DRIVERS_COEXIST,
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
-        // The force-delete scenario's claims have one device each: where the scheduler
-        // allocates the node's first device, the wrong device is the right one.
-        may_break: &[&[LIFECYCLE_FORCE_DELETE]],
+        // The force-delete and prioritized-list scenarios' claims have one device each: where
+        // the scheduler allocates the node's first device, the wrong device is the right one.
+        may_break: &[&[LIFECYCLE_FORCE_DELETE, PRIORITIZED_CHOSEN_SUBREQUEST]],
     },
     FaultCase {
         fault: "prepare-first-device-only",
@@ -370,7 +372,7 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "ignore-config",
         misbehaviour: "prepare applies no opaque configuration: every device is set up the same way, whatever the class and the claim ask",
-        breaks: &[&[CONFIG_CLASS_AND_CLAIM, CONFIG_PER_REQUEST]],
+        breaks: &[&[CONFIG_CLASS_AND_CLAIM, CONFIG_PER_REQUEST, PRIORITIZED_CHOSEN_SUBREQUEST]],
         may_break: &[],
     },
     FaultCase {
@@ -458,6 +460,24 @@ pub const FAULTS: &[FaultCase] = &[
         breaks: &[&[PLUGIN_SLICES_OWN_NODE_ONLY]],
         may_break: &[],
     },
+    FaultCase {
+        fault: "config-by-exact-request",
+        misbehaviour: "a configuration reaches a device only where it names the result's request exactly: one given for a whole `firstAvailable` request misses the device of its chosen alternative",
+        breaks: &[&[PRIORITIZED_CHOSEN_SUBREQUEST]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "subrequest-request-names",
+        misbehaviour: "a prepare answers `request/alternative` as the request names of a result for an alternative: the kubelet gives a container that names the request none of its devices",
+        breaks: &[&[PRIORITIZED_CHOSEN_SUBREQUEST]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "refuse-in-use",
+        misbehaviour: "a prepare fails for a device another prepared claim holds: an admin-access claim on a device in use never runs",
+        breaks: &[&[ADMIN_ACCESS_IN_USE_DEVICE]],
+        may_break: &[],
+    },
 ];
 
 /// A guarantee no driver behaviour decides, and why.
@@ -498,6 +518,10 @@ pub const NOT_DRIVER_PROPERTIES: &[NotDriverProperty] = &[
     NotDriverProperty {
         id: NODE_REMOVAL_CAPACITY_ELSEWHERE,
         why: "the scheduler allocates the claim again on another node; the driver's part there is an ordinary prepare, which the prepare faults break",
+    },
+    NotDriverProperty {
+        id: ADMIN_ACCESS_NAMESPACE_LABEL,
+        why: "the API server's validation refuses an admin-access claim in a namespace without the label before any driver sees it",
     },
     NotDriverProperty { id: VERSIONS_KUBERNETES, why: "the cluster's version" },
 ];

@@ -25,6 +25,9 @@ pub struct Applying {
     pub to_every_request: bool,
     /// The class's configs after the claim's (`class-config-wins`).
     pub class_last: bool,
+    /// A config reaches only results of the requests it names exactly, not the alternatives
+    /// of a request it names (`config-by-exact-request`).
+    pub exact: bool,
 }
 
 /// The settings a device allocated for `request` is prepared with, from the allocation's
@@ -42,7 +45,8 @@ pub fn settings_for(
     }
     let applies = |c: &&DeviceAllocationConfiguration| {
         c.opaque.as_ref().is_some_and(|o| o.driver == driver)
-            && (how.to_every_request || c.requests.as_ref().is_none_or(|r| r.is_empty() || names(r, request)))
+            && (how.to_every_request
+                || c.requests.as_ref().is_none_or(|r| r.is_empty() || names(r, request, how.exact)))
     };
     let (class, claim): (Vec<_>, Vec<_>) = configs.iter().filter(applies).partition(|c| c.source == FROM_CLASS);
     let ordered = if how.class_last { [claim, class] } else { [class, claim] };
@@ -54,10 +58,11 @@ pub fn settings_for(
     Ok(out)
 }
 
-/// Whether a config's `requests` names `request` or, for `request/alternative`, its request.
-fn names(requests: &[String], request: &str) -> bool {
+/// Whether a config's `requests` names `request` or, for `request/alternative`, its request
+/// (unless `exact`).
+fn names(requests: &[String], request: &str, exact: bool) -> bool {
     let parent = request.split_once('/').map_or(request, |(p, _)| p);
-    requests.iter().any(|r| r == request || r == parent)
+    requests.iter().any(|r| r == request || (!exact && r == parent))
 }
 
 fn source_name(source: &str) -> &'static str {
@@ -132,6 +137,9 @@ mod tests {
         assert_eq!(of("first", Applying::default()), settings(&[("r", "first")]));
         assert_eq!(of("second/small", Applying::default()), settings(&[("r", "second")]));
         assert_eq!(of("third", Applying::default()), Settings::new());
+        let exact = Applying { exact: true, ..Applying::default() };
+        assert_eq!(of("second/small", exact), Settings::new(), "the whole request's config misses its alternative");
+        assert_eq!(of("second", exact), settings(&[("r", "second")]));
         let every = Applying { to_every_request: true, ..Applying::default() };
         assert_eq!(of("first", every), settings(&[("r", "second")]), "the last config applied wins");
         assert_eq!(of("first", Applying { ignore: true, ..Applying::default() }), Settings::new());

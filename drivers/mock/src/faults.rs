@@ -52,6 +52,9 @@ pub enum Fault {
     ExitOnRefusedRegistration,
     DuplicateDevice,
     NoNodePolicy,
+    ConfigByExactRequest,
+    SubrequestRequestNames,
+    RefuseInUse,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -475,6 +478,34 @@ pub const TABLE: &[FaultSpec] = &[
         name: NO_NODE_POLICY,
         doc: "its installation (the ServiceAccount and rights the local cluster applies for it) lacks the admission policy that holds each node's plugin to its own node's ResourceSlices",
         form: Form::Bare(Fault::NoNodePolicy),
+    },
+    // Like a driver written before `firstAvailable` that matches a configuration to a result
+    // by comparing request names (`slices.Contains(config.Requests, result.Request)`): a
+    // configuration given for a whole request (`gpu`) never reaches a device allocated for one
+    // of its alternatives (`gpu/small`). Breaks `prioritized.chosen-subrequest`.
+    FaultSpec {
+        name: "config-by-exact-request",
+        doc: "an opaque configuration reaches a device only when it names the result's request exactly: one for a \
+              whole request misses the devices of its alternatives (`request/alternative`)",
+        form: Form::Bare(Fault::ConfigByExactRequest),
+    },
+    // Like a driver that speaks the kubelet's gRPC API itself and copies each result's request
+    // name into its answer (the upstream helper strips the alternative): the kubelet gives a
+    // container that names the request (`gpu`) no device of a result for `gpu/small`. Breaks
+    // `prioritized.chosen-subrequest`.
+    FaultSpec {
+        name: "subrequest-request-names",
+        doc: "a prepare answers the request names of results for an alternative as `request/alternative`, not as the \
+              request a container names",
+        form: Form::Bare(Fault::SubrequestRequestNames),
+    },
+    // Like a driver that guards against double allocation itself: it refuses to prepare a
+    // device another prepared claim holds, which admin access (a monitoring claim on a device
+    // in use) needs it to do. Breaks `admin-access.in-use-device`.
+    FaultSpec {
+        name: "refuse-in-use",
+        doc: "a prepare fails for a device that another prepared claim on the node holds",
+        form: Form::Bare(Fault::RefuseInUse),
     },
 ];
 

@@ -149,6 +149,7 @@ impl Plugin {
             ignore: faults.has(&Fault::IgnoreConfig),
             to_every_request: faults.has(&Fault::ConfigToEveryRequest),
             class_last: faults.has(&Fault::ClassConfigWins),
+            exact: faults.has(&Fault::ConfigByExactRequest),
         };
         let every = faults.has(&Fault::PrepareEveryResult);
         let ours: Vec<_> = results.into_iter().filter(|r| every || r.driver == ctx.driver).collect();
@@ -166,9 +167,31 @@ impl Plugin {
         let inventory = ctx.devices.borrow().clone();
         let mut devices: Vec<PreparedDevice> = Vec::new();
         for result in ours {
+            // The kubelet gives a container that names a request the devices whose request
+            // names include it; a pod cannot name an alternative (`gpu/small`), so the answer
+            // names its request (`gpu`), as the upstream helper does.
+            let named = if faults.has(&Fault::SubrequestRequestNames) {
+                result.request.clone()
+            } else {
+                result.request.split_once('/').map_or(result.request.as_str(), |(r, _)| r).to_string()
+            };
             if let Some(seen) = devices.iter_mut().find(|d| d.device == result.device) {
-                seen.request_names.push(result.request);
+                if !seen.request_names.contains(&named) {
+                    seen.request_names.push(named);
+                }
                 continue;
+            }
+            if faults.has(&Fault::RefuseInUse)
+                && let Some(holder) = state
+                    .checkpoint
+                    .claims
+                    .values()
+                    .find(|p| p.uid != claim.uid && p.devices.iter().any(|d| d.device == result.device))
+            {
+                return Err(format!(
+                    "{who} is allocated device {}, which ResourceClaim {}/{} holds",
+                    result.device, holder.namespace, holder.name
+                ));
             }
             let env_index = inventory.iter().position(|d| d.name() == result.device).ok_or_else(|| {
                 format!("{who} is allocated device {}, which node {} does not have", result.device, ctx.node)
@@ -182,7 +205,7 @@ impl Plugin {
                 .map_err(|e| format!("{who}, device {}: {e}", result.device))?;
             devices.push(PreparedDevice {
                 config: settings,
-                request_names: vec![result.request],
+                request_names: vec![named],
                 pool: result.pool,
                 device: result.device,
                 cdi_name,

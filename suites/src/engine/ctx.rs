@@ -196,8 +196,18 @@ impl<'a> Ctx<'a> {
     /// A second namespace of the run, `<ns>-<suffix>`, deleted with the scenario's own: for
     /// objects that must share a name with one in the scenario's namespace.
     pub async fn other_namespace(&self, suffix: &str) -> Result<String, ScenarioError> {
+        self.other_namespace_labelled(suffix, &[]).await
+    }
+
+    /// [`Ctx::other_namespace`] with `labels` besides the run's, e.g. the label that admits
+    /// admin-access claims.
+    pub async fn other_namespace_labelled(
+        &self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<String, ScenarioError> {
         let name = format!("{}-{suffix}", self.ns);
-        super::runner::create_namespace(self.target, &name, &self.run_id).await?;
+        super::runner::create_namespace(self.target, &name, &self.run_id, labels).await?;
         self.namespaces.lock().unwrap().push(name.clone());
         Ok(name)
     }

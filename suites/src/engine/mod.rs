@@ -7,6 +7,7 @@ mod error;
 pub mod leftovers;
 pub mod runner;
 mod scenario;
+pub mod served;
 pub mod target;
 pub mod wait;
 

@@ -259,7 +259,7 @@ async fn run_one(
     }
     let profile_part = profile.map_or(String::new(), |p| format!("{}-", p.metadata.name));
     let ns = format!("dracheck-{profile_part}{}-{}", s.name.replace('_', "-"), plan.run_id);
-    if let Err(e) = create_namespace(target, &ns, &plan.run_id).await {
+    if let Err(e) = create_namespace(target, &ns, &plan.run_id, &[]).await {
         let failed = ids
             .iter()
             .map(|id| verdict(id, s.name, Verdict::Fail, format!("the scenario could not start: {e}")))
@@ -321,10 +321,17 @@ async fn release_devices(target: &Target, ns: &str) {
     }
 }
 
-pub(crate) async fn create_namespace(target: &Target, name: &str, run_id: &str) -> Result<(), ScenarioError> {
+pub(crate) async fn create_namespace(
+    target: &Target,
+    name: &str,
+    run_id: &str,
+    labels: &[(&str, &str)],
+) -> Result<(), ScenarioError> {
     let nss: Api<Namespace> = Api::all(target.client.clone());
     let mut meta = dracheck_objects::meta_for(name, None);
     mark(&mut meta, run_id);
+    let own = meta.labels.get_or_insert_default();
+    own.extend(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     nss.create(&PostParams::default(), &Namespace { metadata: meta, ..Namespace::default() })
         .await
         .doing(|| format!("creating namespace {name}"))?;

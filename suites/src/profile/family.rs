@@ -122,6 +122,20 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["coexistence"],
     },
     Family {
+        key: "prioritizedList",
+        parameters: &[],
+        ids: &[PRIORITIZED_CHOSEN_SUBREQUEST],
+        publishes: Publishes::All(|g| g.prioritized_list.is_some()),
+        scenarios: &["prioritized-list"],
+    },
+    Family {
+        key: "adminAccess",
+        parameters: &[],
+        ids: &[ADMIN_ACCESS_IN_USE_DEVICE, ADMIN_ACCESS_NAMESPACE_LABEL],
+        publishes: Publishes::All(|g| g.admin_access.is_some()),
+        scenarios: &["admin-access"],
+    },
+    Family {
         key: "driverRestart",
         parameters: &["maxDowntimeSeconds"],
         ids: &[

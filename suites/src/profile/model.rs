@@ -58,6 +58,8 @@ pub struct Guarantees {
     pub retention: Option<Retention>,
     pub config: Option<Config>,
     pub coexistence: Option<Coexistence>,
+    pub prioritized_list: Option<PrioritizedList>,
+    pub admin_access: Option<AdminAccess>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
     pub node_restart: Option<NodeRestart>,
@@ -175,6 +177,21 @@ pub struct Config {}
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Coexistence {}
+
+/// A request may list alternatives (`firstAvailable`): the first that fits is allocated, the
+/// result names it (`request/alternative`), and the driver prepares it with the configuration
+/// given for that alternative (or for the whole request) and no other alternative's.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrioritizedList {}
+
+/// A claim with `adminAccess` in a namespace labelled `resource.kubernetes.io/admin-access`
+/// (monitoring, diagnostics) gets a device that a workload is using: the driver prepares it
+/// without refusing and without disturbing that workload. Elsewhere the API refuses such a
+/// claim.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminAccess {}
 
 /// The driver is down for at most `max_downtime_seconds` (shorter than the kubelet's 30 s
 /// slice wipe delay): running workloads keep their devices, new claims work afterwards, and

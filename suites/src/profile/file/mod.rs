@@ -181,6 +181,10 @@ struct GuaranteesFile {
     #[serde(default)]
     coexistence: Option<Coexistence>,
     #[serde(default)]
+    prioritized_list: Option<PrioritizedList>,
+    #[serde(default)]
+    admin_access: Option<AdminAccess>,
+    #[serde(default)]
     driver_restart: Option<DriverRestart>,
     #[serde(default)]
     driver_outage: Option<DriverOutage>,

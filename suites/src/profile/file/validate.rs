@@ -227,6 +227,8 @@ impl Validator<'_> {
             retention: g.retention,
             config: g.config,
             coexistence: g.coexistence,
+            prioritized_list: g.prioritized_list,
+            admin_access: g.admin_access,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,
             node_restart: g.node_restart,

@@ -35,25 +35,12 @@ pub static SCENARIO: Scenario = Scenario {
 /// The requests the profile's first request is split into.
 const REQUESTS: [&str; 2] = ["first", "second"];
 /// The container of the per-request pod that uses the whole claim (the pod's first).
-const WHOLE: &str = "workload";
+pub(super) const WHOLE: &str = "workload";
 /// Its init container, which uses the whole claim too and ends before the others start.
 const INIT: &str = "init";
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
-    let workload = &ctx.target.adapter.workload;
-    let probe = match (workload.config, workload.key) {
-        (Some(probe), DeviceKey::Name) => probe,
-        (None, _) | (_, DeviceKey::Attribute(_)) => {
-            let why = format!(
-                "the suite does not know how driver {} shows its opaque configuration in a container",
-                ctx.target.driver.name
-            );
-            for id in SCENARIO.guarantees {
-                ctx.skip(id, &why);
-            }
-            return Ok(());
-        }
-    };
+    let Some(probe) = probe(ctx, SCENARIO.guarantees) else { return Ok(()) };
     let within = Duration::from_secs(ctx.profile().guarantees.allocation.as_ref().map_or(60, |a| a.within_seconds));
     let class = format!("{}-config", ctx.ns);
     ctx.phase("a DeviceClass like the profile's, with a configuration of its own");
@@ -64,8 +51,27 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
 }
 
 /// Which of the probe's configurations the class gives and which the claims give.
-const CLASS: usize = 0;
-const CLAIM: usize = 1;
+pub(super) const CLASS: usize = 0;
+pub(super) const CLAIM: usize = 1;
+
+/// How the driver's workloads show its opaque configuration; `None`, with `ids` skipped and
+/// the reason, where the suite does not know it.
+pub(super) fn probe(ctx: &Ctx<'_>, ids: &[&str]) -> Option<ConfigProbe> {
+    let workload = &ctx.target.adapter.workload;
+    match (workload.config, workload.key) {
+        (Some(probe), DeviceKey::Name) => Some(probe),
+        (None, _) | (_, DeviceKey::Attribute(_)) => {
+            let why = format!(
+                "the suite does not know how driver {} shows its opaque configuration in a container",
+                ctx.target.driver.name
+            );
+            for id in ids {
+                ctx.skip(id, &why);
+            }
+            None
+        }
+    }
+}
 
 /// The profile's class (its spec, or the existing class's) with the class settings as config.
 async fn class_with_config(ctx: &Ctx<'_>, name: &str, probe: &ConfigProbe) -> Result<DeviceClass, ScenarioError> {
@@ -179,7 +185,7 @@ async fn per_request(ctx: &Ctx<'_>, probe: &ConfigProbe, class: &str, within: Du
 }
 
 /// Which configuration each device has, in words.
-fn describe(devices: &BTreeMap<String, usize>) -> String {
+pub(super) fn describe(devices: &BTreeMap<String, usize>) -> String {
     devices.iter().map(|(d, c)| format!("{d}: {}", which(Some(*c)))).collect::<Vec<_>>().join(", ")
 }
 
@@ -193,7 +199,7 @@ fn which(config: Option<usize>) -> &'static str {
 }
 
 /// `(request, device)` of each allocation result of the driver under test.
-fn results(ctx: &Ctx<'_>, claim: &ResourceClaim) -> Vec<(String, String)> {
+pub(super) fn results(ctx: &Ctx<'_>, claim: &ResourceClaim) -> Vec<(String, String)> {
     let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
     results
         .and_then(|d| d.results.as_ref())
@@ -206,7 +212,7 @@ fn results(ctx: &Ctx<'_>, claim: &ResourceClaim) -> Vec<(String, String)> {
 
 /// Whether container `container` of `pod` shows exactly the devices of `expected`, each with
 /// its configuration. The log fills as the container starts; it gets a few seconds.
-async fn shows(
+pub(super) async fn shows(
     ctx: &Ctx<'_>,
     probe: &ConfigProbe,
     pod: &str,

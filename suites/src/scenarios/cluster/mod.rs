@@ -1,5 +1,6 @@
 //! Cluster-tier scenarios: the real scheduler and controllers, workloads in pods.
 
+mod admin_access;
 mod coexistence;
 mod common;
 mod compatible;
@@ -18,6 +19,7 @@ mod node_reboot;
 mod node_removal;
 mod node_restart;
 mod prepared_claim;
+mod prioritized_list;
 mod versions;
 
 use crate::engine::Scenario;
@@ -36,6 +38,8 @@ pub fn all() -> Vec<&'static Scenario> {
         &exhaustion::SCENARIO,
         &config::SCENARIO,
         &coexistence::SCENARIO,
+        &prioritized_list::SCENARIO,
+        &admin_access::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,
         &driver_upgrade::SCENARIO,

@@ -1,0 +1,59 @@
+//! Whether the API server serves a field of a `resource.k8s.io` object. A field behind a
+//! feature gate that is off is not refused: the API server drops it from what it stores
+//! (upstream's `dropDisabledFields`) and the object means something else. So a scenario that
+//! needs such a field first creates its object with `dryRun=All` and reads back whether the
+//! field survived; where it did not, the scenario is skipped with the gate's name, never judged
+//! on an object that lost its point.
+
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::{Api, PostParams};
+
+use super::{ApiContext, ScenarioError};
+
+/// A field of a ResourceClaim that a feature gate turns on.
+pub struct ClaimField {
+    /// Its path, as the API's documentation writes it.
+    pub path: &'static str,
+    /// The feature gate that serves it.
+    pub gate: &'static str,
+    /// Whether `claim` (as the API server would store it) still has the field set.
+    pub kept: fn(&ResourceClaim) -> bool,
+}
+
+pub const FIRST_AVAILABLE: ClaimField = ClaimField {
+    path: "spec.devices.requests[].firstAvailable",
+    gate: "DRAPrioritizedList",
+    kept: |c| first_request(c).is_some_and(|r| r.first_available.as_ref().is_some_and(|a| !a.is_empty())),
+};
+
+pub const ADMIN_ACCESS: ClaimField = ClaimField {
+    path: "spec.devices.requests[].exactly.adminAccess",
+    gate: "DRAAdminAccess",
+    kept: |c| first_request(c).and_then(|r| r.exactly.as_ref()).and_then(|e| e.admin_access) == Some(true),
+};
+
+fn first_request(c: &ResourceClaim) -> Option<&k8s_openapi::api::resource::v1::DeviceRequest> {
+    c.spec.as_ref()?.devices.as_ref()?.requests.as_ref()?.first()
+}
+
+/// `None` where the API server keeps `field` of `claim` (created with `dryRun=All` in its
+/// namespace: nothing is stored); otherwise the reason to skip, naming the gate.
+pub async fn dropped(
+    client: &kube::Client,
+    claim: &ResourceClaim,
+    field: &ClaimField,
+) -> Result<Option<String>, ScenarioError> {
+    let ns = claim.metadata.namespace.clone().unwrap_or_default();
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
+    let params = PostParams { dry_run: true, ..PostParams::default() };
+    let stored = api.create(&params, claim).await.doing(|| {
+        format!("creating ResourceClaim {ns}/{name} with dryRun=All, to see whether {} is served", field.path)
+    })?;
+    Ok((!(field.kept)(&stored)).then(|| {
+        format!(
+            "the API server drops {} from a ResourceClaim (a dry-run create came back without it): feature gate {} is off",
+            field.path, field.gate
+        )
+    }))
+}
