@@ -51,6 +51,13 @@ pub const FINDINGS: &[Finding] = &[
               in CreateContainerError (`unresolvable CDI devices k8s.gpu.example.com/gpu=<claim>-gpu-0`), the bug \
               of dra-example-driver issue 259 and kubernetes issue 141433.",
     },
+    Finding {
+        id: "prioritized.chosen-subrequest",
+        why: "v0.4.0 matches an opaque configuration to an allocation result by the exact request name \
+              (cmd/dra-example-kubeletplugin/state.go, prepareDevices: `slices.Contains(c.Requests, result.Request)`), \
+              so a configuration given for a whole `firstAvailable` request (`gpu`) never reaches the device allocated \
+              for one of its alternatives (`gpu/fits`): the device gets the driver's default GpuConfig instead.",
+    },
 ];
 
 /// How the plugin is built: `go build` of its command package from a recipe that requires
