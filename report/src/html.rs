@@ -23,11 +23,12 @@ pub fn render(r: &RunResult) -> String {
             "feature gates",
             if r.cluster.feature_gates.is_empty() { "(defaults)".into() } else { r.cluster.feature_gates.clone() },
         ),
+        ("features served", r.cluster.served_features_line()),
         ("started", r.started_at.clone()),
         ("duration", format!("{:.1}s", r.duration_seconds)),
         ("dracheck", r.dracheck_version.clone()),
     ];
-    for (k, v) in facts {
+    for (k, v) in facts.into_iter().filter(|(_, v)| !v.is_empty()) {
         body.push_str(&format!("<tr><th>{}</th><td>{}</td></tr>\n", esc(k), esc(&v)));
     }
     body.push_str("</table>\n");

@@ -13,8 +13,10 @@ pub fn render(r: &RunResult) -> String {
     let mut out = format!("## dracheck: {}\n\n", view::headline(r));
     let status = if counts.fail == 0 { "every checked guarantee held" } else { "some guarantees did not hold" };
     out.push_str(&format!("**{counts}** — {status}.\n\n"));
+    let features = r.cluster.served_features_line();
+    let features = if features.is_empty() { features } else { format!(" · {features}") };
     out.push_str(&format!(
-        "resource.k8s.io {} · started {} · {:.0}s\n\n",
+        "resource.k8s.io {}{features} · started {} · {:.0}s\n\n",
         r.cluster.resource_api_versions.join(", "),
         r.started_at,
         r.duration_seconds

@@ -84,6 +84,10 @@ pub struct ClusterFacts {
     /// nodes, since a verdict is only as real as the node that gave it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_kind: Option<String>,
+    /// The feature gates the suite probed, and whether the API server serves their fields
+    /// (`DRAPrioritizedList: true`): what the gated scenarios were skipped or run for.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub served_features: std::collections::BTreeMap<String, bool>,
 }
 
 impl ClusterFacts {
@@ -91,6 +95,12 @@ impl ClusterFacts {
     pub fn describe(&self) -> String {
         let kind = self.node_kind.as_deref().map_or(String::new(), |k| format!("{k} "));
         format!("{}, {} {kind}nodes", self.provider, self.nodes)
+    }
+
+    /// `DRAAdminAccess on, DRAPrioritizedList off`; empty where nothing was probed.
+    pub fn served_features_line(&self) -> String {
+        let on = |served: bool| if served { "on" } else { "off" };
+        self.served_features.iter().map(|(gate, served)| format!("{gate} {}", on(*served))).collect::<Vec<_>>().join(", ")
     }
 }
 

@@ -103,6 +103,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         feature_gates: cluster.info().feature_gates.clone(),
         nodes: cluster.nodes().len(),
         node_kind: Some(cluster.node_kind().name().to_string()),
+        served_features: Default::default(),
     };
     let driver = driver_facts(&cfg.adapter);
     let access = cfg.adapter.spec.clone().map(|spec| PluginAccess {
@@ -142,8 +143,9 @@ impl Started {
 
 /// The one way every run goes once its provider yielded the target: the plan over it, then the
 /// local cluster (if the run started one) stopped, or kept when `keep` asks for it.
-async fn run_on(target: Target, plan: &Plan, started: Started, keep: bool, progress: &Progress) -> Finished {
+async fn run_on(mut target: Target, plan: &Plan, started: Started, keep: bool, progress: &Progress) -> Finished {
     let say = |l: &str| progress.line(l);
+    target.cluster.served_features = engine::served::probe(&target.client).await;
     let outcome = engine::run(&target, plan, &say).await;
     let teardown = Instant::now();
     let (facts, driver) = (target.cluster.clone(), target.driver.clone());
@@ -431,6 +433,7 @@ mod tests {
             feature_gates: String::new(),
             nodes: 1,
             node_kind: Some("real".into()),
+            served_features: Default::default(),
         };
         let driver = DriverFacts { name: "d".into(), version: "1".into(), artifact: "a".into() };
         let build = Duration::from_secs(90);

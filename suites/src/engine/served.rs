@@ -57,3 +57,29 @@ pub async fn dropped(
         )
     }))
 }
+
+/// Which of the gated fields the scenarios use the API server serves, by gate, for the run's
+/// result (dry runs in namespace `default`; nothing is stored). A gate whose probe could not
+/// be made (the API refused it for another reason, or did not answer) is left out.
+pub async fn probe(client: &kube::Client) -> std::collections::BTreeMap<String, bool> {
+    use dracheck_objects::ClaimBuilder;
+    let mut out = std::collections::BTreeMap::new();
+    let base = ClaimBuilder::exact("dracheck-probe", 1);
+    let alternatives = base.clone().first_available(&[("a", &[])]).claim("default", "dracheck-probe");
+    if let Ok(dropped) = dropped(client, &alternatives, &FIRST_AVAILABLE).await {
+        out.insert(FIRST_AVAILABLE.gate.to_string(), dropped.is_none());
+    }
+    // In a namespace without the admin-access label, a served field is refused (422) and a
+    // dropped one is not.
+    let admin = base.admin_access().claim("default", "dracheck-probe");
+    match dropped(client, &admin, &ADMIN_ACCESS).await {
+        Ok(dropped) => {
+            out.insert(ADMIN_ACCESS.gate.to_string(), dropped.is_none());
+        }
+        Err(ScenarioError::Api(e)) if matches!(&e.source, kube::Error::Api(s) if s.code == 422) => {
+            out.insert(ADMIN_ACCESS.gate.to_string(), true);
+        }
+        Err(_) => {}
+    }
+    out
+}

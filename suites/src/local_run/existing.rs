@@ -70,6 +70,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         feature_gates: cfg.local.as_ref().map(|l| l.info().feature_gates.clone()).unwrap_or_default(),
         nodes: 0,
         node_kind: cfg.local.as_ref().map(|l| l.node_kind().name().to_string()),
+        served_features: Default::default(),
     };
     let driver = driver_facts(&cfg.adapter);
     let work =
