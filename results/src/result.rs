@@ -100,7 +100,11 @@ impl ClusterFacts {
     /// `DRAAdminAccess on, DRAPrioritizedList off`; empty where nothing was probed.
     pub fn served_features_line(&self) -> String {
         let on = |served: bool| if served { "on" } else { "off" };
-        self.served_features.iter().map(|(gate, served)| format!("{gate} {}", on(*served))).collect::<Vec<_>>().join(", ")
+        self.served_features
+            .iter()
+            .map(|(gate, served)| format!("{gate} {}", on(*served)))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

@@ -165,13 +165,16 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "phantom-devices=32",
-        misbehaviour: "publishes 32 devices per node that do not exist; the scheduler allocates them (a claim for more devices than a node has, and a pod past the real capacity) and prepare refuses them",
+        misbehaviour: "publishes 32 devices per node that do not exist; the scheduler allocates them (a claim for more devices than a node has, and a pod past the real capacity) and prepare refuses them; a claim for all of a node's devices asks for more than a claim may have",
         breaks: &[&[
             PLUGIN_SLICES_MATCH_INVENTORY,
             PLUGIN_SLICES_FOLLOW_INVENTORY,
             CLAIM_IMPOSSIBLE_COUNT,
             CLAIM_IMPOSSIBLE_EXPLAINED,
             CAPACITY_RECOVERED,
+            // Every device of the class on the node (allocationMode All) is more than the 32 a
+            // claim may have.
+            ADMIN_ACCESS_IN_USE_DEVICE,
         ]],
         may_break: &[],
     },
