@@ -193,6 +193,10 @@ pub struct Adapter {
     /// How the suite changes the driver's inventory on a node; `None` where it knows no way,
     /// and the check that the driver follows a change is skipped.
     pub change_inventory: Option<ChangeInventory>,
+    /// How to make a device of a node unhealthy as the driver's health checks would find it
+    /// (the driver started again as the change's `spec`); the change's `devices` are what it
+    /// should publish then, the unhealthy one with its taint.
+    pub mark_unhealthy: Option<ChangeInventory>,
     /// The arguments that make the driver's plugin a second instance with sockets of its own
     /// beside the first on a node (a rolling update's new pod; the upstream helper's
     /// `RollingUpdate` takes the pod UID); `None` where the suite knows none, and the upgrade
@@ -219,6 +223,7 @@ impl Adapter {
             installation: None,
             host_inventory: None,
             change_inventory: None,
+            mark_unhealthy: None,
             instance_args: None,
             plugin_images: &[],
         }

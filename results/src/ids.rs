@@ -80,6 +80,7 @@ pub const PLUGIN_SLICES_OWNED_BY_NODE: &str = "plugin.slices.owned-by-node";
 pub const PLUGIN_SLICES_RECREATED: &str = "plugin.slices.recreated";
 pub const PLUGIN_SLICES_FOLLOW_INVENTORY: &str = "plugin.slices.follow-inventory";
 pub const PLUGIN_SLICES_OWN_NODE_ONLY: &str = "plugin.slices.own-node-only";
+pub const PLUGIN_SLICES_TAINTS_UNHEALTHY: &str = "plugin.slices.taints-unhealthy";
 pub const PLUGIN_PREPARE_ALLOCATED_CLAIM: &str = "plugin.prepare.allocated-claim";
 pub const PLUGIN_UNPREPARE_REMOVES_STATE: &str = "plugin.unprepare.removes-state";
 pub const PLUGIN_PREPARE_IDEMPOTENT: &str = "plugin.prepare.idempotent";
@@ -190,6 +191,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (
         PLUGIN_SLICES_OWN_NODE_ONLY,
         "the kubelet plugin's account, as on one node, may write that node's slices and no other node's nor cluster-wide ones",
+    ),
+    (
+        PLUGIN_SLICES_TAINTS_UNHEALTHY,
+        "a device the driver finds unhealthy is published with a NoSchedule or NoExecute taint, the others without",
     ),
     (PLUGIN_PREPARE_ALLOCATED_CLAIM, "prepare returns each allocated device with its CDI IDs"),
     (PLUGIN_UNPREPARE_REMOVES_STATE, "unprepare succeeds and leaves no CDI spec of the claim"),

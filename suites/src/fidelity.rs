@@ -61,6 +61,7 @@ const NEEDS_REGISTRATION: &[&str] = &[
     PLUGIN_SLICES_OWNED_BY_NODE,
     PLUGIN_SLICES_RECREATED,
     PLUGIN_SLICES_FOLLOW_INVENTORY,
+    PLUGIN_SLICES_TAINTS_UNHEALTHY,
     PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
 ];
 
@@ -479,6 +480,12 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "refuse-in-use",
         misbehaviour: "a prepare fails for a device another prepared claim holds: an admin-access claim on a device in use never runs",
         breaks: &[&[ADMIN_ACCESS_IN_USE_DEVICE]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "untainted-unhealthy",
+        misbehaviour: "a device its health checks find faulty is published as before, without a taint: the scheduler goes on handing it out",
+        breaks: &[&[PLUGIN_SLICES_TAINTS_UNHEALTHY]],
         may_break: &[],
     },
 ];

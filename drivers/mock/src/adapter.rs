@@ -20,17 +20,28 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
         Ok(crate::slices::published_devices(devices, &Default::default()))
     });
     let version = dracheck_adapter::stated_version(program, &fault_args(faults))?;
-    let (before, program_, faults_) = (Arc::clone(&oracle), program.to_path_buf(), faults.to_vec());
-    let change = Arc::new(move |node: &str, dir: &Path| {
-        let devices = changed(before(node).map_err(|e| e.to_string())?);
-        let path = dir.join("inventory-changed.yaml");
-        std::fs::write(&path, crate::inventory::render(&devices))
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        Ok(InventoryChange { what: CHANGE.into(), spec: spec(&program_, &path, &faults_), devices })
+    let rewrite = |what: &'static str, file: &'static str, how: fn(Vec<Device>) -> Vec<Device>| {
+        let (before, program, faults) = (Arc::clone(&oracle), program.to_path_buf(), faults.to_vec());
+        let change: dracheck_adapter::ChangeInventory = Arc::new(move |node: &str, dir: &Path| {
+            let devices = how(before(node).map_err(|e| e.to_string())?);
+            let path = dir.join(file);
+            std::fs::write(&path, crate::inventory::render(&devices))
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            Ok(InventoryChange { what: what.into(), spec: spec(&program, &path, &faults), devices })
+        });
+        change
+    };
+    let change = rewrite(CHANGE, "inventory-changed.yaml", changed);
+    let unhealthy = rewrite(UNHEALTHY, "inventory-unhealthy.yaml", |mut devices| {
+        if let Some(first) = devices.first_mut() {
+            first.taints = Some(vec![crate::inventory::unhealthy_taint()]);
+        }
+        devices
     });
     Ok(Adapter {
         oracle: Some(oracle),
         change_inventory: Some(change),
+        mark_unhealthy: Some(unhealthy),
         instance_args: Some(|id| vec![format!("--instance={id}")]),
         installation: Some(crate::installation::installation(
             !faults.iter().any(|f| f == crate::faults::NO_NODE_POLICY),
@@ -39,6 +50,9 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
         ..Adapter::runnable("mock", spec(program, inventory, faults), version)
     })
 }
+
+/// How the suite makes a device unhealthy: the inventory marks it so.
+const UNHEALTHY: &str = "the inventory file marks the node's first device unhealthy (healthy: false)";
 
 /// What [`changed`] does to a node's devices.
 const CHANGE: &str = "the inventory file changed: its last device taken out, 128 devices added (a second slice), the \

@@ -55,6 +55,7 @@ pub enum Fault {
     ConfigByExactRequest,
     SubrequestRequestNames,
     RefuseInUse,
+    UntaintedUnhealthy,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -506,6 +507,13 @@ pub const TABLE: &[FaultSpec] = &[
         name: "refuse-in-use",
         doc: "a prepare fails for a device that another prepared claim on the node holds",
         form: Form::Bare(Fault::RefuseInUse),
+    },
+    // Like a driver whose health checks find a faulty device and log it, but publish it as
+    // before: the scheduler goes on handing it out. Breaks `plugin.slices.taints-unhealthy`.
+    FaultSpec {
+        name: "untainted-unhealthy",
+        doc: "a device the inventory marks unhealthy is published without its taint",
+        form: Form::Bare(Fault::UntaintedUnhealthy),
     },
 ];
 

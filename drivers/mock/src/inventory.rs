@@ -110,7 +110,19 @@ pub struct DeviceSpec {
     attributes: BTreeMap<QualifiedName, Attribute>,
     #[serde(default)]
     capacity: BTreeMap<QualifiedName, Quantity>,
+    /// `false`: the device is faulty (as a health check finds it); the mock publishes it with
+    /// the [`UNHEALTHY_TAINT`] so that the scheduler keeps new claims off it.
+    #[serde(default = "healthy")]
+    healthy: bool,
 }
+
+fn healthy() -> bool {
+    true
+}
+
+/// The taint key of a device the inventory marks unhealthy; its effect is `NoSchedule`, so
+/// that running workloads stay (an administrator's DeviceTaintRule may evict them).
+pub const UNHEALTHY_TAINT: &str = "dracheck.io/unhealthy";
 
 /// A typed attribute, written like the API's DeviceAttribute: `{ int: 3 }`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -242,7 +254,15 @@ impl DeviceSpec {
         for (name, quantity) in &self.capacity {
             b = b.capacity(&name.0, &quantity.0);
         }
-        b.build()
+        let mut device = b.build();
+        if !self.healthy {
+            device.taints = Some(vec![unhealthy_taint()]);
+        }
+        device
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.healthy
     }
 }
 
@@ -273,8 +293,21 @@ pub fn render(devices: &[Device]) -> String {
                 out.push_str(&format!("          {name:?}: {:?}\n", c.value.0));
             }
         }
+        if d.taints.iter().flatten().any(|t| t.key == UNHEALTHY_TAINT) {
+            out.push_str("        healthy: false\n");
+        }
     }
     out
+}
+
+/// The taint a device the inventory marks unhealthy is published with.
+pub fn unhealthy_taint() -> k8s_openapi::api::resource::v1::DeviceTaint {
+    k8s_openapi::api::resource::v1::DeviceTaint {
+        key: UNHEALTHY_TAINT.into(),
+        value: Some("true".into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }
 }
 
 /// A parsed, validated inventory file.

@@ -57,6 +57,9 @@ pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Devic
                 let capacity = DeviceCapacity { value: Quantity(value.to_string()), ..DeviceCapacity::default() };
                 device.capacity.get_or_insert_default().insert(name.to_string(), capacity);
             }
+            if faults.has(&Fault::UntaintedUnhealthy) {
+                device.taints = None;
+            }
             device
         })
         .collect();

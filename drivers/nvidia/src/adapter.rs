@@ -53,6 +53,7 @@ pub fn adapter(opts: Options) -> Adapter {
         installation: None,
         host_inventory: Some(Arc::new(move |published| host.check(published))),
         change_inventory: None,
+        mark_unhealthy: None,
         // Installed by its chart: a rolling update is its DaemonSet's, which the suite leaves alone.
         instance_args: None,
         plugin_images: crate::PLUGIN_IMAGES,

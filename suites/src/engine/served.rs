@@ -18,18 +18,23 @@ pub struct ClaimField {
     pub gate: &'static str,
     /// Whether `claim` (as the API server would store it) still has the field set.
     pub kept: fn(&ResourceClaim) -> bool,
+    /// Whether a request is invalid without the field (a `firstAvailable` request has no
+    /// `exactly`): there a dropped field shows as the claim refused as invalid (422).
+    pub needed_by_request: bool,
 }
 
 pub const FIRST_AVAILABLE: ClaimField = ClaimField {
     path: "spec.devices.requests[].firstAvailable",
     gate: "DRAPrioritizedList",
     kept: |c| first_request(c).is_some_and(|r| r.first_available.as_ref().is_some_and(|a| !a.is_empty())),
+    needed_by_request: true,
 };
 
 pub const ADMIN_ACCESS: ClaimField = ClaimField {
     path: "spec.devices.requests[].exactly.adminAccess",
     gate: "DRAAdminAccess",
     kept: |c| first_request(c).and_then(|r| r.exactly.as_ref()).and_then(|e| e.admin_access) == Some(true),
+    needed_by_request: false,
 };
 
 fn first_request(c: &ResourceClaim) -> Option<&k8s_openapi::api::resource::v1::DeviceRequest> {
@@ -47,9 +52,18 @@ pub async fn dropped(
     let name = claim.metadata.name.clone().unwrap_or_default();
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
     let params = PostParams { dry_run: true, ..PostParams::default() };
-    let stored = api.create(&params, claim).await.doing(|| {
-        format!("creating ResourceClaim {ns}/{name} with dryRun=All, to see whether {} is served", field.path)
-    })?;
+    let stored = match api.create(&params, claim).await {
+        Err(kube::Error::Api(e)) if e.code == 422 && field.needed_by_request => {
+            return Ok(Some(format!(
+                "the API server refuses a ResourceClaim whose request has only {} as invalid (422): it drops the \
+                 field, feature gate {} is off",
+                field.path, field.gate
+            )));
+        }
+        created => created.doing(|| {
+            format!("creating ResourceClaim {ns}/{name} with dryRun=All, to see whether {} is served", field.path)
+        })?,
+    };
     Ok((!(field.kept)(&stored)).then(|| {
         format!(
             "the API server drops {} from a ResourceClaim (a dry-run create came back without it): feature gate {} is off",
@@ -81,5 +95,42 @@ pub async fn probe(client: &kube::Client) -> std::collections::BTreeMap<String, 
         }
         Err(_) => {}
     }
+    if let Ok(dropped) = slice_taints_dropped(client, "probe.dracheck.io").await {
+        out.insert(DEVICE_TAINTS_GATE.to_string(), dropped.is_none());
+    }
     out
+}
+
+/// The feature gate that serves the taints of a ResourceSlice's devices.
+const DEVICE_TAINTS_GATE: &str = "DRADeviceTaints";
+
+/// `None` where the API server keeps the taints of a ResourceSlice's devices (a dry-run
+/// create of a slice of `driver` for a node that does not exist: nothing is stored);
+/// otherwise the reason to skip, naming the gate.
+pub async fn slice_taints_dropped(client: &kube::Client, driver: &str) -> Result<Option<String>, ScenarioError> {
+    use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceSlice};
+    let mut device = dracheck_objects::device("probe").build();
+    device.taints = Some(vec![DeviceTaint {
+        key: "dracheck.io/probe".into(),
+        effect: "NoSchedule".into(),
+        ..DeviceTaint::default()
+    }]);
+    let slice = dracheck_objects::resource_slice(
+        driver,
+        "dracheck-probe",
+        "00000000-0000-0000-0000-000000000000",
+        vec![device],
+    );
+    let api: Api<ResourceSlice> = Api::all(client.clone());
+    let params = PostParams { dry_run: true, ..PostParams::default() };
+    let stored = api.create(&params, &slice).await.doing(|| {
+        "creating a ResourceSlice with a tainted device with dryRun=All, to see whether taints are served".into()
+    })?;
+    let kept = stored.spec.devices.iter().flatten().any(|d| d.taints.as_ref().is_some_and(|t| !t.is_empty()));
+    Ok((!kept).then(|| {
+        format!(
+            "the API server drops spec.devices[].taints from a ResourceSlice (a dry-run create came back without \
+             them): feature gate {DEVICE_TAINTS_GATE} is off"
+        )
+    }))
 }

@@ -18,6 +18,7 @@ mod registration_retry;
 mod restart;
 mod slices;
 mod slices_kept;
+mod taints;
 mod unknown_unprepare;
 
 use crate::engine::{Ctx, Scenario, ScenarioError};
@@ -30,6 +31,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &slices_kept::SCENARIO,
         &permissions::SCENARIO,
         &inventory_change::SCENARIO,
+        &taints::SCENARIO,
         &prepare::SCENARIO,
         &idempotent::SCENARIO,
         &prepare_retry::SCENARIO,
