@@ -131,7 +131,7 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (DRIVERS_COEXIST, "beside a second driver on one node, a claim with devices of both runs and unprepares"),
     (
         PRIORITIZED_CHOSEN_SUBREQUEST,
-        "a firstAvailable request gets the first alternative that fits, and the container only that alternative's configuration",
+        "a firstAvailable request gets the first alternative that fits, and the container naming the request gets its device with the request's configuration",
     ),
     (
         ADMIN_ACCESS_IN_USE_DEVICE,

@@ -280,6 +280,7 @@ pub const FAULTS: &[FaultCase] = &[
         breaks: &[&[
             PLUGIN_RESTART_KEEPS_STATE,
             PLUGIN_SLICES_FOLLOW_INVENTORY,
+            PLUGIN_SLICES_TAINTS_UNHEALTHY,
             DRIVER_RESTART_NEW_CLAIMS_WORK,
             DRIVER_RESTART_NO_LEAKS,
             DRIVER_RESTART_LONG_OUTAGE,
@@ -347,7 +348,7 @@ pub const FAULTS: &[FaultCase] = &[
         misbehaviour: "a restarted driver takes the slices it published before to be in place and writes none until they change; after an outage past the kubelet's 30 s wipe delay the node offers no devices",
         // A reboot's kubelet wipes at start-up, before the driver is back as a rule. Started
         // again on a changed inventory, it publishes nothing of the change.
-        breaks: &[&[DRIVER_RESTART_LONG_OUTAGE, PLUGIN_SLICES_FOLLOW_INVENTORY]],
+        breaks: &[&[DRIVER_RESTART_LONG_OUTAGE, PLUGIN_SLICES_FOLLOW_INVENTORY, PLUGIN_SLICES_TAINTS_UNHEALTHY]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
     },
     FaultCase {

@@ -20,7 +20,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 /// the prepare of a claim that two drivers share, which claims of a pod the kubelet asks a
 /// driver to prepare (not those prepared on the node already), when the kubelet unprepares the
 /// claim of a force-deleted pod (after its object is gone), which instance of a driver it
-/// calls when one of two loses its sockets. Faults that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
+/// calls when one of two loses its sockets, how the kubelet matches a container's request to the
+/// request names a prepare answers (an alternative's). Faults that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
 const NODE_DEPENDENT: &[&str] = &[
     "strict-authority",
@@ -37,6 +38,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "drop-unlisted-claims",
     "unprepare-needs-claim",
     "upgrade-removes-sockets",
+    "subrequest-request-names",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each).
