@@ -60,6 +60,11 @@ pub const NEEDS_NODE_DIRS: &str = "runs the mock as a second driver beside the o
 pub const NO_COMPANION: &str =
     "no second driver was given to this run (`cargo xtask conformance` gives the mock, under another driver name)";
 
+/// Why the taint check cannot run for a driver whose adapter knows no way to make one of its
+/// devices unhealthy (`Adapter::mark_unhealthy`).
+pub const NO_UNHEALTHY_HOOK: &str = "the suite knows no way to make a device of this driver unhealthy as its health checks \
+     would find it (its adapter states no mark_unhealthy)";
+
 /// Why the check cannot run for a driver whose plugin's account the suite cannot know.
 pub const NEEDS_PLUGIN_ACCOUNT: &str = "needs the ServiceAccount the driver's kubelet plugin runs as: an installed driver's plugin pods \
      (--driver-pods LABEL-SELECTOR, --driver-namespace NS), or the installation a driver's adapter states (the mock's); a driver the \

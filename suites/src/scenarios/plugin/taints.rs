@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 use super::harness::PluginNode;
+use crate::engine::target::NO_UNHEALTHY_HOOK;
 use crate::engine::{Ctx, ScenarioError, served};
 use crate::profile::ids::PLUGIN_SLICES_TAINTS_UNHEALTHY as ID;
 
@@ -44,7 +45,7 @@ fn keeps_off(taints: &[String]) -> bool {
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let adapter = &ctx.target.adapter;
     let (Some(mark), Some(access)) = (&adapter.mark_unhealthy, PluginNode::access(ctx)) else {
-        ctx.skip(ID, format!("the suite knows no way to make a device of driver {} unhealthy", node.driver_name));
+        ctx.skip(ID, NO_UNHEALTHY_HOOK);
         return Ok(());
     };
     if let Some(why) = served::slice_taints_dropped(&ctx.client(), &node.driver_name).await? {
