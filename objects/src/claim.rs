@@ -93,9 +93,7 @@ impl ClaimBuilder {
     /// selectors; each alternative of a `firstAvailable` request), and nothing else: the
     /// other requests, constraints and configs are dropped.
     pub fn first_per_name(self, names: &[&str]) -> ClaimBuilder {
-        let Some(first) = self.spec.devices.and_then(|d| d.requests).and_then(|r| r.into_iter().next()) else {
-            return ClaimBuilder::default();
-        };
+        let Some(first) = self.first_only() else { return ClaimBuilder::default() };
         let requests = names
             .iter()
             .map(|name| {
@@ -107,11 +105,7 @@ impl ClaimBuilder {
                 r
             })
             .collect();
-        ClaimBuilder {
-            spec: ResourceClaimSpec {
-                devices: Some(DeviceClaim { requests: Some(requests), ..DeviceClaim::default() }),
-            },
-        }
+        ClaimBuilder::with_requests(requests)
     }
 
     /// The first request alone (other requests, constraints and configs dropped), as a

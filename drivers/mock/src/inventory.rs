@@ -260,10 +260,6 @@ impl DeviceSpec {
         }
         device
     }
-
-    pub fn healthy(&self) -> bool {
-        self.healthy
-    }
 }
 
 /// An inventory file that gives every node `devices` (as a ResourceSlice publishes them),
