@@ -244,13 +244,23 @@ impl<'a> Ctx<'a> {
 
     /// A pod of the scenario, pinned to its node.
     pub fn pod(&self, name: &str) -> PodBuilder {
-        dracheck_objects::pod(&self.ns, name).on_node(&self.node).image(&self.target.adapter.workload.image)
+        self.pod_in(&self.ns, name)
+    }
+
+    /// A pod in namespace `ns` (one of [`Ctx::other_namespace`]), pinned to the scenario's node.
+    pub fn pod_in(&self, ns: &str, name: &str) -> PodBuilder {
+        dracheck_objects::pod(ns, name).on_node(&self.node).image(&self.target.adapter.workload.image)
     }
 
     /// A pod that shows what its container sees (as the driver's adapter knows to read it)
     /// and stays up.
     pub fn workload(&self, name: &str) -> PodBuilder {
-        self.pod(name).command(&self.target.adapter.workload.show_and_wait())
+        self.workload_in(&self.ns, name)
+    }
+
+    /// [`Ctx::workload`] in namespace `ns`.
+    pub fn workload_in(&self, ns: &str, name: &str) -> PodBuilder {
+        self.pod_in(ns, name).command(&self.target.adapter.workload.show_and_wait())
     }
 
     /// A claim of the profile's shape.

@@ -62,12 +62,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         .create(&PostParams::default(), &monitor.claim(&admin_ns, "monitor"))
         .await
         .doing(|| format!("creating the admin-access ResourceClaim {admin_ns}/monitor"))?;
-    let pod = dracheck_objects::pod(&admin_ns, "monitor")
-        .on_node(&ctx.node)
-        .image(&ctx.target.adapter.workload.image)
-        .command(&ctx.target.adapter.workload.show_and_wait())
-        .claim("devices", "monitor")
-        .build();
+    let pod = ctx.workload_in(&admin_ns, "monitor").claim("devices", "monitor").build();
     pods.create(&PostParams::default(), &pod).await.doing(|| format!("creating pod {admin_ns}/monitor"))?;
     let allocated = wait::until(&claims, "monitor", conditions::claim_allocated(), within).await;
     let Ok((Some(monitor), _)) = allocated else {
