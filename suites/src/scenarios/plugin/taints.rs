@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceSlice};
 
 use super::harness::PluginNode;
 use crate::engine::target::NO_UNHEALTHY_HOOK;
@@ -25,21 +25,22 @@ const PUBLISHED: Duration = Duration::from_secs(30);
 /// The taint effects that keep new claims off a device.
 const KEEP_OFF: [&str; 2] = ["NoSchedule", "NoExecute"];
 
-/// Each published device with its taints as `key=value:effect`, over all slices of the node.
-fn taints(slices: &[ResourceSlice]) -> BTreeMap<String, Vec<String>> {
+/// Each published device with its taints, over all slices of the node.
+fn taints(slices: &[ResourceSlice]) -> BTreeMap<String, Vec<DeviceTaint>> {
     slices
         .iter()
         .flat_map(|s| s.spec.devices.iter().flatten())
-        .map(|d| {
-            let taints = d.taints.iter().flatten();
-            let shown = taints.map(|t| format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or(""), t.effect));
-            (d.name.clone(), shown.collect())
-        })
+        .map(|d| (d.name.clone(), d.taints.clone().unwrap_or_default()))
         .collect()
 }
 
-fn keeps_off(taints: &[String]) -> bool {
-    taints.iter().any(|t| KEEP_OFF.iter().any(|e| t.ends_with(&format!(":{e}"))))
+fn keeps_off(taints: &[DeviceTaint]) -> bool {
+    taints.iter().any(|t| KEEP_OFF.contains(&t.effect.as_str()))
+}
+
+/// `key=value:effect` of each taint, for messages.
+fn shown(taints: &[DeviceTaint]) -> Vec<String> {
+    taints.iter().map(|t| format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or(""), t.effect)).collect()
 }
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
@@ -63,7 +64,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     }
     node.replace(&change.spec, access).await?;
 
-    let as_wanted = |published: &BTreeMap<String, Vec<String>>| {
+    let as_wanted = |published: &BTreeMap<String, Vec<DeviceTaint>>| {
         unhealthy.iter().all(|d| published.get(d).is_some_and(|t| keeps_off(t)))
             && healthy.iter().all(|d| published.get(d).is_some_and(|t| t.is_empty()))
     };
@@ -77,7 +78,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 change.what,
                 took.as_secs_f64(),
                 unhealthy.join(", "),
-                unhealthy.iter().flat_map(|d| published[d].iter()).cloned().collect::<Vec<_>>().join(", "),
+                unhealthy.iter().flat_map(|d| shown(&published[d])).collect::<Vec<_>>().join(", "),
                 healthy.len()
             ),
         ),
@@ -87,7 +88,8 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 match published.get(d) {
                     None => problems.push(format!("{d} is not published")),
                     Some(t) if !keeps_off(t) => problems.push(format!(
-                        "{d} is published with taints {t:?}, none with effect {}",
+                        "{d} is published with taints {:?}, none with effect {}",
+                        shown(t),
                         KEEP_OFF.join(" or ")
                     )),
                     Some(_) => {}
@@ -96,7 +98,9 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
             for d in &healthy {
                 match published.get(d) {
                     None => problems.push(format!("healthy {d} is not published")),
-                    Some(t) if !t.is_empty() => problems.push(format!("healthy {d} is published with taints {t:?}")),
+                    Some(t) if !t.is_empty() => {
+                        problems.push(format!("healthy {d} is published with taints {:?}", shown(t)))
+                    }
                     Some(_) => {}
                 }
             }
