@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams};
 
 use crate::adapters::Adapter;
 use crate::engine::target::PluginAccess;
-use crate::engine::{self, Filter, Plan, Target};
+use crate::engine::{self, Filter, NamespaceLifetime, Plan, Target};
 use crate::profile::Profile;
 use crate::result::{ClusterFacts, DriverFacts, RunResult, SCHEMA_VERSION};
 use crate::scenarios;
@@ -115,7 +115,10 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
     let nodes = cluster.nodes().iter().map(|n| n.name().to_string()).collect();
     let mut target = Target::new(cluster.client(), cfg.adapter, facts, driver, nodes, Some(cluster), None, access);
     target.companion = cfg.companion;
-    let plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
+    let mut plan = plan(cfg.profiles, cfg.filter, run_id, cfg.scenario_timeout, cfg.parallel);
+    if !cfg.keep_cluster {
+        plan.namespaces = NamespaceLifetime::Cluster;
+    }
     let started =
         Started { begun, started_at, build, phases: vec![("build", build), ("cluster-start", cluster_start)] };
     Ok(run_on(target, &plan, started, cfg.keep_cluster, progress).await)
@@ -206,6 +209,7 @@ pub fn plan(
         run_id: run_id.to_string(),
         scenario_timeout,
         parallel: (parallel > 0).then(|| tokio::sync::Semaphore::new(parallel)),
+        namespaces: NamespaceLifetime::Scenario,
     }
 }
 

@@ -39,6 +39,19 @@ pub struct Plan {
     /// At most this many node groups at once (`--parallel N`); `None`: every group whose
     /// role has a node of its own.
     pub parallel: Option<tokio::sync::Semaphore>,
+    pub namespaces: NamespaceLifetime,
+}
+
+/// When a scenario's namespaces are deleted. Its pods and claims go when it ends either way,
+/// so that the next scenario on the node finds the devices free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamespaceLifetime {
+    /// When the scenario ends: the cluster outlives the run.
+    Scenario,
+    /// With the cluster, which the run deletes when it ends: deleting a namespace has the
+    /// controller-manager list and delete every namespaced kind in it, about 80 requests,
+    /// which made half of the API server's work in a run on the local cluster.
+    Cluster,
 }
 
 pub struct Outcome {
@@ -299,7 +312,9 @@ async fn run_one(
     let nss: Api<Namespace> = Api::all(target.client.clone());
     for ns in std::iter::once(ns.clone()).chain(ctx.take_namespaces()) {
         release_devices(target, &ns).await;
-        let _ = nss.delete(&ns, &DeleteParams::background()).await;
+        if plan.namespaces == NamespaceLifetime::Scenario {
+            let _ = nss.delete(&ns, &DeleteParams::background()).await;
+        }
     }
     (results, ctx.take_allocations())
 }

@@ -8,7 +8,8 @@ use dracheck_clusters::local::{NodeKind, Progress};
 use dracheck_suites::fidelity::{FAULTS, FaultCase, mismatch};
 use dracheck_suites::local_run::{self, LocalRun};
 use dracheck_suites::result::{RunResult, Verdict};
-use futures::StreamExt as _;
+
+use super::pool::{self, Admission};
 
 /// The faults `DRACHECK_FIDELITY_ONLY` asks for, all of them when unset; a name the table
 /// does not know is an error that lists the known ones.
@@ -35,6 +36,9 @@ pub fn selected() -> Result<Vec<&'static FaultCase>, String> {
     }
     Ok(picked)
 }
+
+/// Reruns of disagreeing runs: two at most side by side, and only onto an idle machine.
+const RERUN: Admission = Admission { cap: 2, min_idle: 0.5, gap: std::time::Duration::from_secs(10) };
 
 /// Longest first, so that the slow runs do not start last: a fault that keeps workloads from
 /// running waits out timeouts in every scenario, so the number of guarantees it may break
@@ -83,23 +87,22 @@ fn unexpected_evidence(case: Option<&FaultCase>, r: &RunResult) -> String {
         .collect()
 }
 
-/// Runs `cases` and `good_runs` runs of the good mock on nodes of `kind`, `concurrent` at a
-/// time, and panics with every disagreement with the table. A run that disagrees is run once
-/// more alone (clusters side by side on two cores can miss a timeout for want of CPU), and
-/// the verdict is that second run's; the first one's evidence stays in the log.
-pub async fn check_table(cases: Vec<&'static FaultCase>, good_runs: usize, concurrent: usize, kind: NodeKind) {
+/// Runs `cases` and `good_runs` runs of the good mock on nodes of `kind`, side by side as
+/// `admission` allows, and panics with every disagreement with the table. A run that disagrees
+/// is run once more with fewer beside it (clusters side by side on two cores can miss a
+/// timeout for want of CPU), and the verdict is that second run's; the first one's evidence
+/// stays in the log.
+pub async fn check_table(cases: Vec<&'static FaultCase>, good_runs: usize, admission: Admission, kind: NodeKind) {
     let mut jobs: Vec<Option<&'static FaultCase>> = longest_first(cases).into_iter().map(Some).collect();
     jobs.extend(std::iter::repeat_n(None, good_runs));
-    let results: Vec<(Option<&FaultCase>, RunResult)> = futures::stream::iter(jobs)
-        .map(|case| async move {
-            let faults: Vec<String> = case.map(|c| vec![c.fault.to_string()]).unwrap_or_default();
-            (case, run_suite(&faults, kind).await)
-        })
-        .buffer_unordered(concurrent)
-        .collect()
-        .await;
+    let run = |case: Option<&'static FaultCase>| async move {
+        let faults: Vec<String> = case.map(|c| vec![c.fault.to_string()]).unwrap_or_default();
+        (case, run_suite(&faults, kind).await)
+    };
+    let results = pool::run_all(jobs, admission, run).await;
 
     let mut settled = Vec::new();
+    let mut again = Vec::new();
     for (case, r) in results {
         let wrong = match case {
             Some(c) => mismatch(c, &r),
@@ -110,15 +113,13 @@ pub async fn check_table(cases: Vec<&'static FaultCase>, good_runs: usize, concu
             Some(m) => {
                 let name = case.map_or("the good mock", |c| c.fault);
                 let on = kind.name();
-                eprintln!(
-                    "{name} disagreed with the table among {concurrent} runs on {on} nodes; running it again alone:\n{m}"
-                );
+                eprintln!("{name} disagreed with the table among other runs on {on} nodes; running it again:\n{m}");
                 eprintln!("{}", unexpected_evidence(case, &r));
-                let faults: Vec<String> = case.map(|c| vec![c.fault.to_string()]).unwrap_or_default();
-                settled.push((case, run_suite(&faults, kind).await));
+                again.push(case);
             }
         }
     }
+    settled.extend(pool::run_all(again, RERUN, run).await);
     let results = settled;
 
     let mut problems = Vec::new();
