@@ -5,7 +5,10 @@
 //! field survived; where it did not, the scenario is skipped with the gate's name, never judged
 //! on an object that lost its point.
 
-use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::resource::v1::{
+    Counter, CounterSet, Device, DeviceClass, DeviceClassSpec, DeviceTaint, ResourceClaim, ResourceSlice,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, PostParams};
 
 use super::{ApiContext, ScenarioError};
@@ -95,42 +98,134 @@ pub async fn probe(client: &kube::Client) -> std::collections::BTreeMap<String, 
         }
         Err(_) => {}
     }
-    if let Ok(dropped) = slice_taints_dropped(client, "probe.dracheck.io").await {
-        out.insert(DEVICE_TAINTS_GATE.to_string(), dropped.is_none());
+    for field in SLICE_FIELDS {
+        if let Ok(dropped) = slice_dropped(client, "probe.dracheck.io", field).await {
+            out.insert(field.gate.to_string(), dropped.is_none());
+        }
+    }
+    if let Ok(dropped) = class_extended_resource_dropped(client).await {
+        out.insert(EXTENDED_RESOURCE_GATE.to_string(), dropped.is_none());
     }
     out
 }
 
-/// The feature gate that serves the taints of a ResourceSlice's devices.
-const DEVICE_TAINTS_GATE: &str = "DRADeviceTaints";
+/// A field of a ResourceSlice that a feature gate turns on.
+pub struct SliceField {
+    pub path: &'static str,
+    pub gate: &'static str,
+    /// Sets the field on the probe's slice, which has one device.
+    pub set: fn(&mut ResourceSlice),
+    /// Whether the slice (as the API server would store it) still has the field set.
+    pub kept: fn(&ResourceSlice) -> bool,
+}
 
-/// `None` where the API server keeps the taints of a ResourceSlice's devices (a dry-run
-/// create of a slice of `driver` for a node that does not exist: nothing is stored);
-/// otherwise the reason to skip, naming the gate.
-pub async fn slice_taints_dropped(client: &kube::Client, driver: &str) -> Result<Option<String>, ScenarioError> {
-    use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceSlice};
-    let mut device = dracheck_objects::device("probe").build();
-    device.taints = Some(vec![DeviceTaint {
-        key: "dracheck.io/probe".into(),
-        effect: "NoSchedule".into(),
-        ..DeviceTaint::default()
-    }]);
-    let slice = dracheck_objects::resource_slice(
+fn devices(s: &ResourceSlice) -> impl Iterator<Item = &Device> {
+    s.spec.devices.iter().flatten()
+}
+
+fn first_device(s: &mut ResourceSlice) -> &mut Device {
+    &mut s.spec.devices.get_or_insert_default()[0]
+}
+
+pub const DEVICE_TAINTS: SliceField = SliceField {
+    path: "spec.devices[].taints",
+    gate: "DRADeviceTaints",
+    set: |s| {
+        first_device(s).taints = Some(vec![DeviceTaint {
+            key: "dracheck.io/probe".into(),
+            effect: "NoSchedule".into(),
+            ..DeviceTaint::default()
+        }])
+    },
+    kept: |s| devices(s).any(|d| d.taints.as_ref().is_some_and(|t| !t.is_empty())),
+};
+
+/// Counter sets live in a slice of their own (the API refuses them beside devices).
+pub const SHARED_COUNTERS: SliceField = SliceField {
+    path: "spec.sharedCounters",
+    gate: "DRAPartitionableDevices",
+    set: |s| {
+        s.spec.devices = None;
+        s.spec.shared_counters = Some(vec![CounterSet {
+            name: "probe".into(),
+            counters: [("memory".to_string(), Counter { value: Quantity("1Gi".into()) })].into(),
+        }]);
+    },
+    kept: |s| s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()),
+};
+
+pub const MULTIPLE_ALLOCATIONS: SliceField = SliceField {
+    path: "spec.devices[].allowMultipleAllocations",
+    gate: "DRAConsumableCapacity",
+    set: |s| first_device(s).allow_multiple_allocations = Some(true),
+    kept: |s| devices(s).any(|d| d.allow_multiple_allocations == Some(true)),
+};
+
+pub const BINDING_CONDITIONS: SliceField = SliceField {
+    path: "spec.devices[].bindingConditions",
+    gate: "DRADeviceBindingConditions",
+    set: |s| {
+        let d = first_device(s);
+        d.binding_conditions = Some(vec!["dracheck.io/ready".into()]);
+        d.binding_failure_conditions = Some(vec!["dracheck.io/failed".into()]);
+    },
+    kept: |s| devices(s).any(|d| d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty())),
+};
+
+/// The slice fields the run's result reports, by gate.
+pub const SLICE_FIELDS: &[SliceField] = &[DEVICE_TAINTS, SHARED_COUNTERS, MULTIPLE_ALLOCATIONS, BINDING_CONDITIONS];
+
+/// `None` where the API server keeps `field` of a ResourceSlice of `driver` (a dry-run
+/// create for a node that does not exist: nothing is stored); otherwise the reason to skip,
+/// naming the gate.
+pub async fn slice_dropped(
+    client: &kube::Client,
+    driver: &str,
+    field: &SliceField,
+) -> Result<Option<String>, ScenarioError> {
+    let mut slice = dracheck_objects::resource_slice(
         driver,
         "dracheck-probe",
         "00000000-0000-0000-0000-000000000000",
-        vec![device],
+        vec![dracheck_objects::device("probe").build()],
     );
+    (field.set)(&mut slice);
     let api: Api<ResourceSlice> = Api::all(client.clone());
     let params = PostParams { dry_run: true, ..PostParams::default() };
     let stored = api.create(&params, &slice).await.doing(|| {
-        "creating a ResourceSlice with a tainted device with dryRun=All, to see whether taints are served".into()
+        format!("creating a ResourceSlice with {} with dryRun=All, to see whether it is served", field.path)
     })?;
-    let kept = stored.spec.devices.iter().flatten().any(|d| d.taints.as_ref().is_some_and(|t| !t.is_empty()));
-    Ok((!kept).then(|| {
+    Ok((!(field.kept)(&stored)).then(|| {
         format!(
-            "the API server drops spec.devices[].taints from a ResourceSlice (a dry-run create came back without \
-             them): feature gate {DEVICE_TAINTS_GATE} is off"
+            "the API server drops {} from a ResourceSlice (a dry-run create came back without it): feature gate {} \
+             is off",
+            field.path, field.gate
+        )
+    }))
+}
+
+/// The feature gate that serves a DeviceClass's `extendedResourceName`.
+const EXTENDED_RESOURCE_GATE: &str = "DRAExtendedResource";
+
+/// `None` where the API server keeps a DeviceClass's `spec.extendedResourceName` (a dry-run
+/// create); otherwise the reason to skip, naming the gate.
+pub async fn class_extended_resource_dropped(client: &kube::Client) -> Result<Option<String>, ScenarioError> {
+    let class = DeviceClass {
+        metadata: dracheck_objects::meta_for("dracheck-probe", None),
+        spec: Some(DeviceClassSpec {
+            extended_resource_name: Some("probe.dracheck.io/device".into()),
+            ..DeviceClassSpec::default()
+        }),
+    };
+    let api: Api<DeviceClass> = Api::all(client.clone());
+    let params = PostParams { dry_run: true, ..PostParams::default() };
+    let stored = api.create(&params, &class).await.doing(|| {
+        "creating a DeviceClass with spec.extendedResourceName with dryRun=All, to see whether it is served".into()
+    })?;
+    Ok(stored.spec.and_then(|s| s.extended_resource_name).is_none().then(|| {
+        format!(
+            "the API server drops spec.extendedResourceName from a DeviceClass (a dry-run create came back without \
+             it): feature gate {EXTENDED_RESOURCE_GATE} is off"
         )
     }))
 }

@@ -49,7 +49,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         ctx.skip(ID, NO_UNHEALTHY_HOOK);
         return Ok(());
     };
-    if let Some(why) = served::slice_taints_dropped(&ctx.client(), &node.driver_name).await? {
+    if let Some(why) = served::slice_dropped(&ctx.client(), &node.driver_name, &served::DEVICE_TAINTS).await? {
         ctx.skip(ID, why);
         return Ok(());
     }
