@@ -54,8 +54,7 @@ pub async fn dropped(
     let ns = claim.metadata.namespace.clone().unwrap_or_default();
     let name = claim.metadata.name.clone().unwrap_or_default();
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
-    let params = PostParams { dry_run: true, ..PostParams::default() };
-    let stored = match api.create(&params, claim).await {
+    let stored = match as_stored(&api, claim).await {
         Err(kube::Error::Api(e)) if e.code == 422 && field.needed_by_request => {
             return Ok(Some(format!(
                 "the API server refuses a ResourceClaim whose request has only {} as invalid (422): it drops the \
@@ -67,12 +66,22 @@ pub async fn dropped(
             format!("creating ResourceClaim {ns}/{name} with dryRun=All, to see whether {} is served", field.path)
         })?,
     };
-    Ok((!(field.kept)(&stored)).then(|| {
-        format!(
-            "the API server drops {} from a ResourceClaim (a dry-run create came back without it): feature gate {} is off",
-            field.path, field.gate
-        )
-    }))
+    Ok((!(field.kept)(&stored)).then(|| dropped_from("ResourceClaim", field.path, field.gate)))
+}
+
+/// `obj` as the API server would store it: created with `dryRun=All`, so nothing is stored.
+async fn as_stored<K>(api: &Api<K>, obj: &K) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.create(&PostParams { dry_run: true, ..PostParams::default() }, obj).await
+}
+
+/// Why a scenario that needs `path` of a `kind` is skipped where a dry run lost it.
+fn dropped_from(kind: &str, path: &str, gate: &str) -> String {
+    format!(
+        "the API server drops {path} from a {kind} (a dry-run create came back without it): feature gate {gate} is off"
+    )
 }
 
 /// Which of the gated fields the scenarios use the API server serves, by gate, for the run's
@@ -191,17 +200,10 @@ pub async fn slice_dropped(
     );
     (field.set)(&mut slice);
     let api: Api<ResourceSlice> = Api::all(client.clone());
-    let params = PostParams { dry_run: true, ..PostParams::default() };
-    let stored = api.create(&params, &slice).await.doing(|| {
+    let stored = as_stored(&api, &slice).await.doing(|| {
         format!("creating a ResourceSlice with {} with dryRun=All, to see whether it is served", field.path)
     })?;
-    Ok((!(field.kept)(&stored)).then(|| {
-        format!(
-            "the API server drops {} from a ResourceSlice (a dry-run create came back without it): feature gate {} \
-             is off",
-            field.path, field.gate
-        )
-    }))
+    Ok((!(field.kept)(&stored)).then(|| dropped_from("ResourceSlice", field.path, field.gate)))
 }
 
 /// The feature gate that serves a DeviceClass's `extendedResourceName`.
@@ -218,14 +220,9 @@ pub async fn class_extended_resource_dropped(client: &kube::Client) -> Result<Op
         }),
     };
     let api: Api<DeviceClass> = Api::all(client.clone());
-    let params = PostParams { dry_run: true, ..PostParams::default() };
-    let stored = api.create(&params, &class).await.doing(|| {
+    let stored = as_stored(&api, &class).await.doing(|| {
         "creating a DeviceClass with spec.extendedResourceName with dryRun=All, to see whether it is served".into()
     })?;
-    Ok(stored.spec.and_then(|s| s.extended_resource_name).is_none().then(|| {
-        format!(
-            "the API server drops spec.extendedResourceName from a DeviceClass (a dry-run create came back without \
-             it): feature gate {EXTENDED_RESOURCE_GATE} is off"
-        )
-    }))
+    let kept = stored.spec.and_then(|s| s.extended_resource_name).is_some();
+    Ok((!kept).then(|| dropped_from("DeviceClass", "spec.extendedResourceName", EXTENDED_RESOURCE_GATE)))
 }
