@@ -136,6 +136,17 @@ struct HostSnapshot {
 }
 
 impl HostSnapshot {
+    /// The snapshot to compare the end with: taken after the machine is put back from what
+    /// killed runs left (as every run's start does), so that their leftovers are not taken for
+    /// the machine's own settings and their restore for this test's change.
+    fn take_clean() -> HostSnapshot {
+        let restored = dracheck_clusters::local::reap::reap_machine();
+        if !restored.is_empty() {
+            eprintln!("restored what killed runs had left on the machine: {}", restored.join(", "));
+        }
+        HostSnapshot::take()
+    }
+
     fn take() -> HostSnapshot {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("reading /proc/self/mountinfo");
         let mut mounts = Vec::new();
@@ -521,7 +532,7 @@ async fn a_real_node_run_leaves_the_host_as_it_was() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
-    let before = HostSnapshot::take();
+    let before = HostSnapshot::take_clean();
 
     let mut cluster =
         LocalCluster::start(real_options(Some(tmp.path().join("state")))).await.expect("the cluster starts");
@@ -599,7 +610,7 @@ async fn a_sigkilled_run_leaves_nothing_after_the_next_reap() {
     let tmp = tempfile::tempdir().unwrap();
     let ready = tmp.path().join("ready");
     let log_path = tmp.path().join("killed-run.log");
-    let before = HostSnapshot::take();
+    let before = HostSnapshot::take_clean();
 
     let log = std::fs::File::create(&log_path).unwrap();
     let child = Command::new(std::env::current_exe().unwrap())
@@ -691,7 +702,7 @@ async fn a_dying_component_is_named_with_its_log_and_nothing_is_left(
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
-    let before = HostSnapshot::take();
+    let before = HostSnapshot::take_clean();
 
     let mut cluster =
         LocalCluster::start(real_options(Some(tmp.path().join("state")))).await.expect("the cluster starts");

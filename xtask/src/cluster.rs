@@ -192,7 +192,17 @@ pub async fn ensure_real_node_programs(args: &BinArgs) -> Result<(), u8> {
 /// Removes the state dirs of runs that are gone (killed before their teardown), one line
 /// each: done at the start of every `conformance` and `cluster up`. Returns how many.
 pub fn reap_stale(progress: &Progress) -> usize {
-    report_reaped(local::reap::reap_stale(), &|l| progress.line(l))
+    let removed = report_reaped(local::reap::reap_stale(), &|l| progress.line(l));
+    report_machine(&|l| progress.line(l));
+    removed
+}
+
+/// One line if real nodes of runs that are gone had left the machine's kernel settings changed.
+fn report_machine(say: &dyn Fn(&str)) {
+    let restored = local::reap::reap_machine();
+    if !restored.is_empty() {
+        say(&format!("restored what real nodes of runs that are gone had changed: {}", restored.join(", ")));
+    }
 }
 
 fn report_reaped(results: Vec<Result<local::reap::Reaped, ClusterError>>, say: &dyn Fn(&str)) -> usize {
@@ -214,6 +224,7 @@ pub fn down_stale() -> u8 {
     let results = local::reap::reap_stale();
     let failed = results.iter().any(Result::is_err);
     let removed = report_reaped(results, &|l| println!("{l}"));
+    report_machine(&|l| println!("{l}"));
     if removed == 0 && !failed {
         println!("no stale state dirs in {}", std::env::temp_dir().display());
     }

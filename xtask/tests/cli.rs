@@ -457,6 +457,17 @@ fn cluster_up_with_real_nodes_and_down_leaves_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let state_s = state.to_str().unwrap();
+    // `cluster up` detaches its cluster, so no reap would ever take it: a failed assertion
+    // below still brings it down.
+    struct DownOnDrop<'a>(&'a str);
+    impl Drop for DownOnDrop<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                xtask(&["cluster", "down", "--state-dir", self.0], &[]);
+            }
+        }
+    }
+    let _down = DownOnDrop(state_s);
     let up = xtask(
         &["cluster", "up", "--state-dir", state_s, "--nodes", "1", "--driver", "mock", "--node-kind", "real"],
         &[],

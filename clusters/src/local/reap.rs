@@ -73,6 +73,13 @@ pub fn reap_stale() -> Vec<Result<Reaped>> {
     reap_stale_in(&std::env::temp_dir())
 }
 
+/// Puts back the machine-wide settings that real nodes of runs that are all gone changed and
+/// no state dir's reap restored (see `real::host::SysctlsBefore::restore_if_abandoned`); says
+/// what it changed.
+pub fn reap_machine() -> Vec<String> {
+    super::real::host::SysctlsBefore::restore_if_abandoned()
+}
+
 /// Stops what `dir` records and removes it, if its owner is gone; `Ok(None)` otherwise (no
 /// record of ours, a live or detached owner, or another reaper got there first).
 pub fn reap_if_stale(dir: &Path) -> Result<Option<Reaped>> {

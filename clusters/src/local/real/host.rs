@@ -295,6 +295,9 @@ pub struct SysctlsBefore {
 
 /// The machine-wide record.
 pub const MACHINE_RECORD: &str = "/run/dracheck/host-before.json";
+/// How long the machine's record must go untouched, with no kubelet running, before it counts
+/// as abandoned: far longer than a node takes from recording to its kubelet's start.
+const ABANDONED_AFTER: Duration = Duration::from_secs(60);
 /// In a cluster's state dir: the cluster runs (or ran) real nodes, so its teardown scrubs.
 const REAL_NODES_MARK: &str = "real-nodes";
 
@@ -314,6 +317,9 @@ impl SysctlsBefore {
 
     fn record_once_at(path: &Path) -> io::Result<SysctlsBefore> {
         if let Some(before) = Self::load_at(path) {
+            // Touched, so that [`SysctlsBefore::abandoned_at`] does not take the record of a
+            // node about to start its kubelet for one that a killed run left.
+            std::fs::File::options().append(true).open(path)?.set_modified(std::time::SystemTime::now())?;
             return Ok(before);
         }
         let before = SysctlsBefore {
@@ -342,6 +348,27 @@ impl SysctlsBefore {
         };
         io::Write::write_all(&mut file, &serde_json::to_vec_pretty(&before).map_err(io::Error::other)?)?;
         Ok(before)
+    }
+
+    /// Puts the machine back from a record that no run will restore: one left by runs that
+    /// were all killed (a SIGKILL, an ended session) without a state dir that a reap finds,
+    /// such as a test's. It is abandoned when no kubelet runs and no node has started for
+    /// [`ABANDONED_AFTER`]; a node that is starting touches the record first. Returns the
+    /// settings it changed.
+    pub fn restore_if_abandoned() -> Vec<String> {
+        match Self::abandoned_at(Path::new(MACHINE_RECORD), ABANDONED_AFTER) {
+            Some(before) if !other_kubelet_running() => before.restore(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The record at `path` if no node has touched it for `quiet`.
+    fn abandoned_at(path: &Path, quiet: Duration) -> Option<SysctlsBefore> {
+        let age = std::fs::metadata(path).ok()?.modified().ok()?.elapsed().unwrap_or_default();
+        if age < quiet {
+            return None;
+        }
+        Self::load_at(path)
     }
 
     /// The machine's record, while a real node runs or a run's leftovers are not cleaned up.
@@ -487,6 +514,21 @@ mod tests {
         // now (a kubelet has changed it by then).
         assert_eq!(SysctlsBefore::record_once_at(&record).unwrap(), changed);
         assert_eq!(SysctlsBefore::load_at(&record).unwrap(), changed);
+    }
+
+    #[test]
+    fn a_record_is_abandoned_only_once_no_node_has_touched_it_for_a_while() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("host-before.json");
+        assert_eq!(SysctlsBefore::abandoned_at(&record, Duration::ZERO), None, "no record, nothing to restore");
+        let first = SysctlsBefore::record_once_at(&record).unwrap();
+        assert_eq!(SysctlsBefore::abandoned_at(&record, Duration::from_secs(60)), None, "just written");
+        let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options().append(true).open(&record).unwrap().set_modified(an_hour_ago).unwrap();
+        assert_eq!(SysctlsBefore::abandoned_at(&record, Duration::from_secs(60)), Some(first.clone()));
+        // A node starting now keeps the record and makes it fresh again.
+        assert_eq!(SysctlsBefore::record_once_at(&record).unwrap(), first);
+        assert_eq!(SysctlsBefore::abandoned_at(&record, Duration::from_secs(60)), None, "touched by a new node");
     }
 
     #[test]
