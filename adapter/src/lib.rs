@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1::{Device, DeviceClass};
+use k8s_openapi::api::resource::v1::{CounterSet, Device, DeviceClass};
 
 pub mod installation;
 pub mod spec;
@@ -18,6 +18,9 @@ use spec::DriverSpec;
 
 /// The devices a driver should publish for a node.
 pub type Oracle = Arc<dyn Fn(&str) -> Result<Vec<Device>, OracleError> + Send + Sync>;
+
+/// The counter sets (`sharedCounters`) a driver should publish in a node's pool.
+pub type CounterOracle = Arc<dyn Fn(&str) -> Result<Vec<CounterSet>, OracleError> + Send + Sync>;
 
 /// The inventory oracle has no answer for a node (e.g. the inventory file lacks it).
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +180,9 @@ pub struct Adapter {
     /// driver the suite knows nothing about (`--driver-bin`), whose published devices are
     /// then taken as they are and the inventory check is skipped.
     pub oracle: Option<Oracle>,
+    /// The counter sets the driver should publish for a node, beside [`Adapter::oracle`]'s
+    /// devices; `None` where the oracle knows of none.
+    pub counter_oracle: Option<CounterOracle>,
     /// A published device as the oracle states it, for values the driver draws at random
     /// (e.g. UUIDs) that the oracle can only give the form of.
     pub canonical: fn(Device) -> Device,
@@ -217,6 +223,7 @@ impl Adapter {
             spec: Some(spec),
             version,
             oracle: None,
+            counter_oracle: None,
             canonical: |d| d,
             workload: Workload::env(None),
             device_classes: Vec::new(),

@@ -45,6 +45,11 @@ pub const PRIORITIZED_CHOSEN_SUBREQUEST: &str = "prioritized.chosen-subrequest";
 pub const ADMIN_ACCESS_IN_USE_DEVICE: &str = "admin-access.in-use-device";
 pub const ADMIN_ACCESS_NAMESPACE_LABEL: &str = "admin-access.namespace-label";
 
+// partitionable
+pub const PARTITIONABLE_COUNTERS_RESPECTED: &str = "partitionable.counters-respected";
+pub const PARTITIONABLE_CAPACITY_RESTORED: &str = "partitionable.capacity-restored";
+pub const PARTITIONABLE_PREPARED_PARTITION: &str = "partitionable.prepared-partition";
+
 // driverRestart
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";
@@ -141,6 +146,15 @@ pub const MEANINGS: &[(&str, &str)] = &[
         ADMIN_ACCESS_NAMESPACE_LABEL,
         "an admin-access claim outside a namespace labelled for admin access is refused by the API",
     ),
+    (
+        PARTITIONABLE_COUNTERS_RESPECTED,
+        "partitions of one device are never allocated together beyond what the device has (its shared counters)",
+    ),
+    (
+        PARTITIONABLE_CAPACITY_RESTORED,
+        "freeing the partition that holds a device's counters lets a waiting pod have a part of it",
+    ),
+    (PARTITIONABLE_PREPARED_PARTITION, "the container of a partition's claim sees that partition, not its device"),
     (DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, "running pods keep their devices across a driver restart"),
     (DRIVER_RESTART_NEW_CLAIMS_WORK, "claims made after a driver restart are prepared and run"),
     (DRIVER_RESTART_SLICES_KEPT, "a restarting driver leaves its slices in place: the devices never vanish"),

@@ -81,6 +81,9 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     DRIVERS_COEXIST,
     PRIORITIZED_CHOSEN_SUBREQUEST,
     ADMIN_ACCESS_IN_USE_DEVICE,
+    PARTITIONABLE_COUNTERS_RESPECTED,
+    PARTITIONABLE_CAPACITY_RESTORED,
+    PARTITIONABLE_PREPARED_PARTITION,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
@@ -211,6 +214,7 @@ pub const FAULTS: &[FaultCase] = &[
             CONFIG_PER_REQUEST,
             DRIVERS_COEXIST,
             NODE_REBOOT_WORKLOADS_RESUME,
+            PARTITIONABLE_PREPARED_PARTITION,
         ]],
         // The force-delete and prioritized-list scenarios' claims have one device each: where
         // the scheduler allocates the node's first device, the wrong device is the right one.
@@ -487,6 +491,29 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "untainted-unhealthy",
         misbehaviour: "a device its health checks find faulty is published as before, without a taint: the scheduler goes on handing it out",
         breaks: &[&[PLUGIN_SLICES_TAINTS_UNHEALTHY]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "counters-larger",
+        misbehaviour: "a partitionable GPU's shared counters are published at twice its size, so the scheduler may hand out partitions the device cannot hold together",
+        breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, PARTITIONABLE_COUNTERS_RESPECTED, PARTITIONABLE_CAPACITY_RESTORED]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "partition-consumes-nothing",
+        misbehaviour: "partitions are published without what they consume of the physical GPU, so the scheduler may allocate overlapping partitions together",
+        breaks: &[&[
+            PLUGIN_SLICES_MATCH_INVENTORY,
+            PLUGIN_SLICES_FOLLOW_INVENTORY,
+            PARTITIONABLE_COUNTERS_RESPECTED,
+            PARTITIONABLE_CAPACITY_RESTORED,
+        ]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "prepare-whole-device",
+        misbehaviour: "a partition is prepared as the whole device it is part of, so its container gets more than was allocated (and what other partitions hold)",
+        breaks: &[&[PARTITIONABLE_PREPARED_PARTITION]],
         may_break: &[],
     },
 ];

@@ -41,7 +41,7 @@ pub struct LocalRun {
 
 /// Nodes of a default run: every scenario role of the shipped profiles of the mock on a node
 /// of its own (four each), so that the profiles run side by side; `--nodes`' default too.
-pub const DEFAULT_NODES: usize = 8;
+pub const DEFAULT_NODES: usize = 9;
 
 impl LocalRun {
     /// The default run of a driver: its shipped profiles, on [`DEFAULT_NODES`] nodes.

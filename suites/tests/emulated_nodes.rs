@@ -27,12 +27,16 @@ async fn cluster_with_mock(nodes: usize) -> LocalCluster {
             &format!("the mock driver publishes the slice of {node}"),
             60,
             || slice_count(&cluster, &node),
-            |c| *c == 1,
+            |c| *c == POOL_SLICES,
         )
         .await;
     }
     cluster
 }
+
+/// The slices of a node's pool in the mock's default inventory: its devices, and the counter
+/// sets its partitions share.
+const POOL_SLICES: usize = 2;
 
 async fn slice_count(cluster: &LocalCluster, node: &str) -> usize {
     let slices: Api<ResourceSlice> = Api::all(cluster.client());
@@ -187,7 +191,7 @@ async fn a_driver_restart_does_not_break_a_running_pod_and_new_claims_work_after
         still.allocation.is_some() && still.reserved_for.is_some_and(|r| !r.is_empty()),
         "the old claim keeps its device"
     );
-    assert_eq!(slice_count(&cluster, "node-1").await, 1, "a quick restart does not wipe the slice");
+    assert_eq!(slice_count(&cluster, "node-1").await, POOL_SLICES, "a quick restart does not wipe the slices");
 }
 
 #[tokio::test]
@@ -220,7 +224,14 @@ async fn a_kubelet_restart_prepares_nothing_again_and_a_shared_claim_goes_with_i
         |l| l.contains("claims taken from the checkpoint, not prepared again: default/long (shared)"),
     )
     .await;
-    wait_for(&cluster, "the wiped slice is published again", 30, || slice_count(&cluster, "node-1"), |c| *c == 1).await;
+    wait_for(
+        &cluster,
+        "the wiped slice is published again",
+        30,
+        || slice_count(&cluster, "node-1"),
+        |c| *c == POOL_SLICES,
+    )
+    .await;
     wait_for(&cluster, "short succeeds", 60, || pod_phase(&pods, "short"), |p| p == "Succeeded").await;
     // The pod still running keeps the claim prepared.
     let prepared = cluster.nodes()[0].prepared_claims();
@@ -274,7 +285,7 @@ async fn a_removed_node_loses_its_slices_and_keeps_no_claim_allocated() {
     .await;
     assert!(cleared.reserved_for.is_none_or(|r| r.is_empty()));
     let other = if node == "node-1" { "node-2" } else { "node-1" };
-    assert_eq!(slice_count(&cluster, other).await, 1, "the other node keeps its slice");
+    assert_eq!(slice_count(&cluster, other).await, POOL_SLICES, "the other node keeps its slices");
 
     // Capacity elsewhere is used: the same claim now lands on the remaining node.
     pods.create(&PostParams::default(), &pod(NS, "moved").claim("gpu", "pinned").command("sleep 600").build())

@@ -99,7 +99,7 @@ async fn run(label: &'static str, faults: &[&str]) -> RunResult {
     let recording_file = work.path().join("nvml.json");
     std::fs::write(&recording_file, serde_json::to_string(&rec).unwrap()).unwrap();
     let inventory = work.path().join("inventory.yaml");
-    std::fs::write(&inventory, dracheck_mock_driver::inventory::render(&published(&rec))).unwrap();
+    std::fs::write(&inventory, dracheck_mock_driver::inventory::render(&published(&rec), &[])).unwrap();
 
     // Emulated nodes whatever DRACHECK_NODE_KIND says: the stand-in `nvidia-smi` is a host
     // file, and a real node's container would need an image with it.

@@ -16,10 +16,10 @@ fn shipped(name: &str) -> profile::Profile {
 }
 
 #[test]
-fn both_mock_profiles_ship_and_are_found_by_name() {
+fn the_mock_profiles_ship_and_are_found_by_name() {
     let names: Vec<String> =
         profile::shipped("mock").iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["standard-inference", "training-intensive"]);
+    assert_eq!(names, ["partitioned-inference", "standard-inference", "training-intensive"]);
     for path in profile::shipped("mock") {
         let p = profile::load(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.metadata.name, path.file_stem().unwrap().to_string_lossy(), "name matches the file");
@@ -74,13 +74,23 @@ fn standard_inference_publishes_every_family_but_the_outages() {
             ids::VERSIONS_DRIVER,
         ]
     );
-    // Every family but the outages, which take a node of their own and are training-intensive's:
-    // the IDs are all the families' except those and the other isolation mode.
-    let elsewhere = [ids::ISOLATION_SHARED, ids::DRIVER_RESTART_LONG_OUTAGE, ids::NODE_REBOOT_WORKLOADS_RESUME];
+    // Every family but the outages, which take a node of their own and are training-intensive's,
+    // and the partitions, which need a class of partitions (partitioned-inference's): the IDs
+    // are all the families' except those and the other isolation mode.
+    let elsewhere = [
+        ids::ISOLATION_SHARED,
+        ids::DRIVER_RESTART_LONG_OUTAGE,
+        ids::NODE_REBOOT_WORKLOADS_RESUME,
+        ids::PARTITIONABLE_COUNTERS_RESPECTED,
+        ids::PARTITIONABLE_CAPACITY_RESTORED,
+        ids::PARTITIONABLE_PREPARED_PARTITION,
+    ];
     let all: Vec<&str> = profile::family::all_ids().into_iter().filter(|id| !elsewhere.contains(id)).collect();
     assert_eq!(p.guarantee_ids(), all);
     let training = shipped("training-intensive").guarantee_ids();
-    assert!(elsewhere[1..].iter().all(|id| training.contains(id)), "the outages are published by training-intensive");
+    assert!(elsewhere[1..3].iter().all(|id| training.contains(id)), "the outages are published by training-intensive");
+    let partitioned = shipped("partitioned-inference").guarantee_ids();
+    assert!(elsewhere[3..].iter().all(|id| partitioned.contains(id)), "partitioned-inference publishes the partitions");
 
     let g = &p.guarantees;
     assert_eq!(g.allocation.as_ref().unwrap().within_seconds, 30);
@@ -559,10 +569,10 @@ fn a_profile_for_another_driver_says_how_to_fix_the_command() {
 fn an_unknown_profile_lists_the_drivers_profiles() {
     let e = profile::resolve("heavy-training", "mock").unwrap_err();
     let ProfileError::NotFound { available, .. } = &e else { panic!("{e}") };
-    assert_eq!(available, &["standard-inference", "training-intensive"]);
+    assert_eq!(available, &["partitioned-inference", "standard-inference", "training-intensive"]);
     let message = e.to_string();
     assert!(message.contains("unknown profile \"heavy-training\" for driver mock"), "{message}");
-    assert!(message.contains("standard-inference, training-intensive"), "{message}");
+    assert!(message.contains("partitioned-inference, standard-inference, training-intensive"), "{message}");
     assert!(message.contains("--profile"), "{message}");
 
     let e = profile::resolve("standard-inference", "nvidia-but-not-shipped").unwrap_err();

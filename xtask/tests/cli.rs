@@ -488,7 +488,7 @@ fn cluster_up_with_real_nodes_and_down_leaves_nothing() {
         (version, slices.list(&Default::default()).await.unwrap().items.len())
     });
     assert!(runtime_version.starts_with("containerd://2."), "the node runs containerd: {runtime_version:?}");
-    assert_eq!(slices, 1, "the mock registered with the real kubelet and published its slice");
+    assert_eq!(slices, 2, "the mock registered with the real kubelet and published its pool: devices and counters");
 
     let prefix = dracheck_clusters::local::real::kubelet::cluster_prefix(&state);
     let down = xtask(&["cluster", "down", "--state-dir", state_s], &[]);

@@ -15,17 +15,26 @@ use crate::cli::DEFAULT_DRIVER as DRIVER;
 pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Adapter, AdapterError> {
     let inv = crate::inventory::Inventory::load(inventory)
         .map_err(|e| AdapterError::Inventory { path: inventory.to_path_buf(), source: e.into() })?;
-    let oracle: dracheck_adapter::Oracle = Arc::new(move |node: &str| {
-        let devices = inv.devices_for(node).map_err(|e| OracleError { node: node.into(), source: e.into() })?;
-        Ok(crate::slices::published_devices(devices, &Default::default()))
-    });
+    let inv = Arc::new(inv);
+    let pool = {
+        let inv = Arc::clone(&inv);
+        move |node: &str| inv.pool_for(node).map_err(|e| OracleError { node: node.into(), source: e.into() })
+    };
+    let oracle: dracheck_adapter::Oracle = {
+        let pool = pool.clone();
+        Arc::new(move |node: &str| Ok(crate::slices::published_devices(&pool(node)?.devices, &Default::default())))
+    };
+    let counter_oracle: dracheck_adapter::CounterOracle =
+        Arc::new(move |node: &str| Ok(crate::slices::published_counter_sets(&pool(node)?, &Default::default())));
     let version = dracheck_adapter::stated_version(program, &fault_args(faults))?;
     let rewrite = |what: &'static str, file: &'static str, how: fn(Vec<Device>) -> Vec<Device>| {
         let (before, program, faults) = (Arc::clone(&oracle), program.to_path_buf(), faults.to_vec());
+        let counters = Arc::clone(&counter_oracle);
         let change: dracheck_adapter::ChangeInventory = Arc::new(move |node: &str, dir: &Path| {
             let devices = how(before(node).map_err(|e| e.to_string())?);
             let path = dir.join(file);
-            std::fs::write(&path, crate::inventory::render(&devices))
+            let counter_sets = counters(node).map_err(|e| e.to_string())?;
+            std::fs::write(&path, crate::inventory::render(&devices, &counter_sets))
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;
             Ok(InventoryChange { what: what.into(), spec: spec(&program, &path, &faults), devices })
         });
@@ -40,6 +49,7 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
     });
     Ok(Adapter {
         oracle: Some(oracle),
+        counter_oracle: Some(counter_oracle),
         change_inventory: Some(change),
         mark_unhealthy: Some(unhealthy),
         instance_args: Some(|id| vec![format!("--instance={id}")]),
@@ -230,18 +240,22 @@ mod tests {
     #[test]
     fn a_changed_inventory_takes_out_adds_and_drops_what_it_says() {
         let inv = crate::inventory::Inventory::load(&default_inventory()).unwrap();
-        let before = crate::slices::published_devices(inv.devices_for("n").unwrap(), &Default::default());
+        let pool = inv.pool_for("n").unwrap();
+        let before = crate::slices::published_devices(&pool.devices, &Default::default());
         let after = changed(before.clone());
-        let names: Vec<&str> = after.iter().map(|d| d.name.as_str()).take(4).collect();
-        assert_eq!(names, ["gpu-0", "gpu-1", "gpu-2", "added-0"]);
-        assert_eq!(after.len(), 3 + crate::slices::MAX_DEVICES_PER_SLICE, "more than one slice holds");
+        let names: Vec<&str> = after.iter().map(|d| d.name.as_str()).skip(before.len() - 2).take(2).collect();
+        assert_eq!(names, ["gpu-4-half-0", "added-0"], "the last device is taken out, then the copies follow");
+        assert_eq!(after.len(), before.len() - 1 + crate::slices::MAX_DEVICES_PER_SLICE, "more than one slice holds");
         let count =
             |d: &Device| (d.attributes.as_ref().map_or(0, |a| a.len()), d.capacity.as_ref().map_or(0, |c| c.len()));
         assert_eq!(count(&after[0]), (count(&before[0]).0 - 1, count(&before[0]).1));
         assert_eq!(count(&after[1]), (count(&before[1]).0, count(&before[1]).1 - 1));
         // What the mock reads back from the written file is what the oracle says.
-        let reread = crate::inventory::Inventory::parse(Path::new("x"), &crate::inventory::render(&after)).unwrap();
-        assert_eq!(crate::slices::published_devices(reread.devices_for("n").unwrap(), &Default::default()), after);
+        let counter_sets = crate::slices::published_counter_sets(&pool, &Default::default());
+        let text = crate::inventory::render(&after, &counter_sets);
+        let reread = crate::inventory::Inventory::parse(Path::new("x"), &text).unwrap().pool_for("n").unwrap();
+        assert_eq!(crate::slices::published_devices(&reread.devices, &Default::default()), after);
+        assert_eq!(crate::slices::published_counter_sets(&reread, &Default::default()), counter_sets);
     }
 
     #[test]

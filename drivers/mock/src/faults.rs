@@ -56,6 +56,9 @@ pub enum Fault {
     SubrequestRequestNames,
     RefuseInUse,
     UntaintedUnhealthy,
+    CountersLarger,
+    PartitionConsumesNothing,
+    PrepareWholeDevice,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -514,6 +517,29 @@ pub const TABLE: &[FaultSpec] = &[
         name: "untainted-unhealthy",
         doc: "a device the inventory marks unhealthy is published without its taint",
         form: Form::Bare(Fault::UntaintedUnhealthy),
+    },
+    // Like a driver that publishes a partitionable GPU's counters from a wrong table (twice
+    // its memory): the scheduler may hand out partitions the device cannot hold together.
+    // Breaks `plugin.slices.match-inventory`.
+    FaultSpec {
+        name: "counters-larger",
+        doc: "every shared counter is published at twice the inventory's value",
+        form: Form::Bare(Fault::CountersLarger),
+    },
+    // Like a driver that publishes partitions without what they take from the physical
+    // device: the scheduler may allocate overlapping partitions together. Breaks
+    // `plugin.slices.match-inventory`.
+    FaultSpec {
+        name: "partition-consumes-nothing",
+        doc: "partitions are published without consumesCounters",
+        form: Form::Bare(Fault::PartitionConsumesNothing),
+    },
+    // Like a driver that sets up the physical device for any partition of it (a MIG slice
+    // prepared as the whole GPU). Breaks `partitionable.prepared-partition`.
+    FaultSpec {
+        name: "prepare-whole-device",
+        doc: "a prepare of a partition sets up the partition that takes its whole device instead",
+        form: Form::Bare(Fault::PrepareWholeDevice),
     },
 ];
 

@@ -19,7 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use dracheck_objects::{names, quantity};
-use k8s_openapi::api::resource::v1::Device;
+use k8s_openapi::api::resource::v1::{Counter, CounterSet, Device, DeviceCounterConsumption};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use serde_saphyr::Spanned;
@@ -65,6 +65,12 @@ pub enum InventoryError {
     NoNodes { path: PathBuf, field: String },
 
     #[error(
+        "invalid inventory {path}, field {field}: {message}. A device's consumesCounters names a counter set of its \
+         own group (counterSets) and counters that set has."
+    )]
+    UnknownCounter { path: PathBuf, field: String, message: String },
+
+    #[error(
         "the inventory {path} has no devices for node {node:?}: no group lists it and there is no \"*\" group. \
          Add the node to a group, or pass the --node-name the inventory was written for."
     )]
@@ -98,7 +104,67 @@ enum Kind {
 #[serde(deny_unknown_fields)]
 struct Group {
     nodes: Vec<String>,
+    /// Shared counters (`sharedCounters`) that partitions of one physical device consume, as
+    /// MIG slices consume a GPU's memory and compute.
+    #[serde(default, rename = "counterSets")]
+    counter_sets: Vec<CounterSetSpec>,
     devices: Vec<DeviceSpec>,
+}
+
+/// A counter set of a node's pool: what its partitions together may consume.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CounterSetSpec {
+    pub name: DeviceName,
+    pub counters: BTreeMap<QualifiedName, Quantity>,
+}
+
+impl CounterSetSpec {
+    /// The counter set as a ResourceSlice publishes it.
+    pub fn to_counter_set(&self) -> CounterSet {
+        CounterSet { name: self.name.0.clone(), counters: counters(&self.counters) }
+    }
+}
+
+/// What a device takes from one counter set while it is allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consumption {
+    #[serde(rename = "counterSet")]
+    pub counter_set: DeviceName,
+    pub counters: BTreeMap<QualifiedName, Quantity>,
+}
+
+fn counters(of: &BTreeMap<QualifiedName, Quantity>) -> BTreeMap<String, Counter> {
+    of.iter()
+        .map(|(name, q)| {
+            (name.0.clone(), Counter { value: k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.0.clone()) })
+        })
+        .collect()
+}
+
+/// A node's pool as the inventory describes it: its devices and the counters they share.
+#[derive(Debug, Clone, Default)]
+pub struct Pool {
+    pub devices: Vec<DeviceSpec>,
+    pub counter_sets: Vec<CounterSetSpec>,
+}
+
+impl Pool {
+    /// The partition that takes all of the counter set `device` consumes from (the whole
+    /// physical device), if `device` is another partition of it; with its index.
+    pub fn whole_of(&self, device: &str) -> Option<(&DeviceSpec, usize)> {
+        let set = self.devices.iter().find(|d| d.name() == device)?.consumes_counters.first()?;
+        let counters = &self.counter_sets.iter().find(|s| s.name == set.counter_set)?.counters;
+        self.devices
+            .iter()
+            .enumerate()
+            .find(|(_, d)| {
+                d.name() != device
+                    && d.consumes_counters.iter().any(|c| c.counter_set == set.counter_set && &c.counters == counters)
+            })
+            .map(|(i, d)| (d, i))
+    }
 }
 
 /// One device as the inventory describes it.
@@ -114,6 +180,9 @@ pub struct DeviceSpec {
     /// the [`UNHEALTHY_TAINT`] so that the scheduler keeps new claims off it.
     #[serde(default = "healthy")]
     healthy: bool,
+    /// A partition's share of its group's counter sets.
+    #[serde(default, rename = "consumesCounters")]
+    consumes_counters: Vec<Consumption>,
 }
 
 fn healthy() -> bool {
@@ -255,6 +324,18 @@ impl DeviceSpec {
             b = b.capacity(&name.0, &quantity.0);
         }
         let mut device = b.build();
+        if !self.consumes_counters.is_empty() {
+            device.consumes_counters = Some(
+                self.consumes_counters
+                    .iter()
+                    .map(|c| DeviceCounterConsumption {
+                        counter_set: c.counter_set.0.clone(),
+                        counters: counters(&c.counters),
+                        ..DeviceCounterConsumption::default()
+                    })
+                    .collect(),
+            );
+        }
         if !self.healthy {
             device.taints = Some(vec![unhealthy_taint()]);
         }
@@ -262,12 +343,21 @@ impl DeviceSpec {
     }
 }
 
-/// An inventory file that gives every node `devices` (as a ResourceSlice publishes them),
-/// so that the mock can stand in for another driver's inventory.
-pub fn render(devices: &[Device]) -> String {
-    let mut out = String::from(
-        "apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\ngroups:\n  - nodes: [\"*\"]\n    devices:\n",
-    );
+/// An inventory file that gives every node `devices` and `counter_sets` (as ResourceSlices
+/// publish them), so that the mock can stand in for another driver's inventory.
+pub fn render(devices: &[Device], counter_sets: &[CounterSet]) -> String {
+    let mut out = String::from("apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\ngroups:\n  - nodes: [\"*\"]\n");
+    let quantities = |counters: &BTreeMap<String, Counter>| {
+        let entries: Vec<String> = counters.iter().map(|(n, c)| format!("{n:?}: {:?}", c.value.0)).collect();
+        format!("{{ {} }}", entries.join(", "))
+    };
+    if !counter_sets.is_empty() {
+        out.push_str("    counterSets:\n");
+        for set in counter_sets {
+            out.push_str(&format!("      - name: {}\n        counters: {}\n", set.name, quantities(&set.counters)));
+        }
+    }
+    out.push_str("    devices:\n");
     for d in devices {
         out.push_str(&format!("      - name: {}\n", d.name));
         if let Some(attrs) = d.attributes.as_ref().filter(|a| !a.is_empty()) {
@@ -291,6 +381,16 @@ pub fn render(devices: &[Device]) -> String {
         }
         if d.taints.iter().flatten().any(|t| t.key == UNHEALTHY_TAINT) {
             out.push_str("        healthy: false\n");
+        }
+        if let Some(consumed) = d.consumes_counters.as_ref().filter(|c| !c.is_empty()) {
+            out.push_str("        consumesCounters:\n");
+            for c in consumed {
+                out.push_str(&format!(
+                    "          - counterSet: {}\n            counters: {}\n",
+                    c.counter_set,
+                    quantities(&c.counters)
+                ));
+            }
         }
     }
     out
@@ -364,6 +464,27 @@ impl Inventory {
                     });
                 }
             }
+            let sets: HashMap<&str, &CounterSetSpec> =
+                group.counter_sets.iter().map(|set| (set.name.0.as_str(), set)).collect();
+            for (d, device) in group.devices.iter().enumerate() {
+                for (c, consumption) in device.consumes_counters.iter().enumerate() {
+                    let field = format!("groups[{g}].devices[{d}].consumesCounters[{c}]");
+                    let unknown = |message: String| InventoryError::UnknownCounter {
+                        path: self.path.clone(),
+                        field: field.clone(),
+                        message,
+                    };
+                    let Some(set) = sets.get(consumption.counter_set.0.as_str()) else {
+                        return Err(unknown(format!("the group has no counter set {:?}", consumption.counter_set.0)));
+                    };
+                    if let Some(counter) = consumption.counters.keys().find(|k| !set.counters.contains_key(*k)) {
+                        return Err(unknown(format!(
+                            "counter set {:?} has no counter {:?}",
+                            consumption.counter_set.0, counter.0
+                        )));
+                    }
+                }
+            }
             let mut seen: HashMap<&str, u64> = HashMap::new();
             for (d, device) in group.devices.iter().enumerate() {
                 let line = device.name.referenced.line();
@@ -392,10 +513,18 @@ impl Inventory {
 
     /// The devices of `node`: its own group's, else the `*` group's.
     pub fn devices_for(&self, node: &str) -> Result<&[DeviceSpec], InventoryError> {
+        self.group_for(node).map(|g| g.devices.as_slice())
+    }
+
+    /// The pool of `node`: its group's devices and counter sets.
+    pub fn pool_for(&self, node: &str) -> Result<Pool, InventoryError> {
+        self.group_for(node).map(|g| Pool { devices: g.devices.clone(), counter_sets: g.counter_sets.clone() })
+    }
+
+    fn group_for(&self, node: &str) -> Result<&Group, InventoryError> {
         let names = |name: &str| self.groups.iter().find(|g| g.nodes.iter().any(|n| n == name));
         names(node)
             .or_else(|| names(ANY_NODE))
-            .map(|g| g.devices.as_slice())
             .ok_or_else(|| InventoryError::NodeMissing { path: self.path.clone(), node: node.to_string() })
     }
 }
@@ -418,11 +547,15 @@ mod tests {
     }
 
     #[test]
-    fn the_shipped_example_parses_with_four_gpus_of_two_models() {
+    fn the_shipped_example_parses_with_four_gpus_of_two_models_and_a_partitioned_one() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/default.yaml");
         let inv = Inventory::load(&path).unwrap();
-        let devices = inv.devices_for("any-node").unwrap();
-        assert_eq!(devices.len(), 4);
+        let pool = inv.pool_for("any-node").unwrap();
+        let (partitions, devices): (Vec<&DeviceSpec>, Vec<&DeviceSpec>) =
+            pool.devices.iter().partition(|d| !d.consumes_counters.is_empty());
+        assert_eq!((devices.len(), partitions.len(), pool.counter_sets.len()), (4, 3, 1));
+        let whole = partitions[0].to_device().consumes_counters.unwrap();
+        assert_eq!(whole[0].counters, pool.counter_sets[0].to_counter_set().counters, "the whole takes all");
         let models: std::collections::BTreeSet<_> = devices
             .iter()
             .map(|d| match d.attribute("model") {
@@ -451,7 +584,7 @@ mod tests {
                 .build(),
             dracheck_objects::device("gpu-1").build(),
         ];
-        let inv = Inventory::parse(Path::new("rendered.yaml"), &render(&devices)).unwrap();
+        let inv = Inventory::parse(Path::new("rendered.yaml"), &render(&devices, &[])).unwrap();
         let back: Vec<Device> = inv.devices_for("any").unwrap().iter().map(DeviceSpec::to_device).collect();
         assert_eq!(back, devices);
     }
@@ -529,6 +662,35 @@ mod tests {
         assert_eq!((*line, *first_line, device.as_str()), (8, 6, "d0"), "{e}");
         let e = parse("groups:\n- nodes: [a]\n  devices: []\n- nodes: [a]\n  devices: []\n").unwrap_err();
         assert!(matches!(e, InventoryError::AmbiguousNode { .. }), "{e}");
+    }
+
+    #[test]
+    fn partitions_name_counter_sets_and_counters_their_group_has() {
+        let inv = parse(
+            "groups:\n- nodes: [a]\n  counterSets:\n  - name: g\n    counters: {memory: 8Gi}\n  devices:\n  - name: half\n    \
+             consumesCounters:\n    - counterSet: g\n      counters: {memory: 4Gi}\n",
+        )
+        .unwrap();
+        let pool = inv.pool_for("a").unwrap();
+        let published = pool.devices[0].to_device().consumes_counters.unwrap();
+        assert_eq!((published[0].counter_set.as_str(), published[0].counters["memory"].value.0.as_str()), ("g", "4Gi"));
+        let rendered = render(&[pool.devices[0].to_device()], &[pool.counter_sets[0].to_counter_set()]);
+        let back = Inventory::parse(Path::new("r.yaml"), &rendered).unwrap().pool_for("a").unwrap();
+        assert_eq!(back.counter_sets, pool.counter_sets);
+
+        let unknown_set = parse(
+            "groups:\n- nodes: [a]\n  devices:\n  - name: half\n    consumesCounters:\n    - counterSet: g\n      counters: {memory: 4Gi}\n",
+        )
+        .unwrap_err();
+        let InventoryError::UnknownCounter { field, .. } = &unknown_set else { panic!("{unknown_set}") };
+        assert_eq!(field, "groups[0].devices[0].consumesCounters[0]", "{unknown_set}");
+        let unknown_counter = parse(
+            "groups:\n- nodes: [a]\n  counterSets:\n  - name: g\n    counters: {memory: 8Gi}\n  devices:\n  - name: half\n    \
+             consumesCounters:\n    - counterSet: g\n      counters: {cores: 4}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(unknown_counter.contains("no counter \"cores\""), "{unknown_counter}");
     }
 
     #[test]

@@ -54,13 +54,13 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
 
     crate::cdi::configure(&args.driver_name, &args.env_prefix);
     let inventory = Inventory::load(&args.inventory)?;
-    let devices = inventory.devices_for(&args.node_name)?.to_vec();
+    let pool = inventory.pool_for(&args.node_name)?;
     let faults: Arc<Faults> = Arc::new(args.faults.iter().chain(inventory.faults()).cloned().collect());
     log!(
         "starting: driver {}, node {}, {} device(s) from {}{}",
         args.driver_name,
         args.node_name,
-        devices.len(),
+        pool.devices.len(),
         args.inventory.display(),
         if faults.is_empty() { String::new() } else { format!(", faults: {faults}") }
     );
@@ -119,7 +119,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         })?)
     };
 
-    let (devices_tx, devices_rx) = watch::channel(Arc::new(devices));
+    let (devices_tx, devices_rx) = watch::channel(Arc::new(pool));
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::checkpoint::{Checkpoint, CheckpointFile, PreparedClaim, PreparedDevice};
 use crate::faults::{Fault, Faults};
-use crate::inventory::DeviceSpec;
+use crate::inventory::Pool;
 use crate::{cdi, config, log};
 
 /// Everything prepare and unprepare need besides their mutable state.
@@ -23,7 +23,7 @@ pub struct Context {
     pub cdi_dir: PathBuf,
     pub checkpoint: CheckpointFile,
     pub client: kube::Client,
-    pub devices: watch::Receiver<Arc<Vec<DeviceSpec>>>,
+    pub devices: watch::Receiver<Arc<Pool>>,
     pub faults: Arc<Faults>,
 }
 
@@ -193,7 +193,7 @@ impl Plugin {
                     result.device, holder.namespace, holder.name
                 ));
             }
-            let env_index = inventory.iter().position(|d| d.name() == result.device).ok_or_else(|| {
+            let env_index = inventory.devices.iter().position(|d| d.name() == result.device).ok_or_else(|| {
                 format!("{who} is allocated device {}, which node {} does not have", result.device, ctx.node)
             })?;
             let cdi_name = if faults.has(&Fault::NonIdempotentPrepare) {
@@ -287,13 +287,28 @@ impl Plugin {
     fn exposed(&self, prepared: &PreparedClaim) -> PreparedClaim {
         let faults = &self.ctx.faults;
         let stand_in = if faults.has(&Fault::PrepareWrongDevice) {
-            self.ctx.devices.borrow().first().map(|d| (d.name().to_string(), 0))
+            self.ctx.devices.borrow().devices.first().map(|d| (d.name().to_string(), 0))
         } else if faults.has(&Fault::PrepareFirstDeviceOnly) {
             prepared.devices.first().map(|d| (d.device.clone(), d.env_index))
         } else {
             None
         };
         let mut claim = prepared.clone();
+        if faults.has(&Fault::PrepareWholeDevice) {
+            let pool = self.ctx.devices.borrow().clone();
+            for d in &mut claim.devices {
+                if let Some((whole, index)) = pool.whole_of(&d.device) {
+                    log!(
+                        "fault prepare-whole-device: the CDI spec of {}/{} sets up {} for {}",
+                        claim.namespace,
+                        claim.name,
+                        whole.name(),
+                        d.device
+                    );
+                    (d.device, d.env_index) = (whole.name().to_string(), index);
+                }
+            }
+        }
         if let Some((device, env_index)) = stand_in {
             let fault = if faults.has(&Fault::PrepareWrongDevice) {
                 Fault::PrepareWrongDevice

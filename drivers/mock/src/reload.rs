@@ -8,18 +8,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::inventory::{DeviceSpec, Inventory};
+use crate::inventory::{Inventory, Pool};
 use crate::log;
 
 /// Polling, not inotify: it also sees files replaced through symlinks (ConfigMap mounts).
 const POLL: Duration = Duration::from_secs(1);
 
-pub async fn follow(
-    path: PathBuf,
-    node: String,
-    devices: watch::Sender<Arc<Vec<DeviceSpec>>>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn follow(path: PathBuf, node: String, devices: watch::Sender<Arc<Pool>>, mut stop: watch::Receiver<bool>) {
     let mut last = std::fs::read(&path).ok();
     let mut tick = tokio::time::interval(POLL);
     loop {
@@ -31,12 +26,12 @@ pub async fn follow(
         if last.as_ref() == Some(&bytes) {
             continue;
         }
-        let parsed = Inventory::parse(&path, &String::from_utf8_lossy(&bytes))
-            .and_then(|inventory| inventory.devices_for(&node).map(<[DeviceSpec]>::to_vec));
+        let parsed =
+            Inventory::parse(&path, &String::from_utf8_lossy(&bytes)).and_then(|inventory| inventory.pool_for(&node));
         last = Some(bytes);
         match parsed {
             Ok(now) => {
-                log!("inventory {} changed: {} device(s) for node {node}", path.display(), now.len());
+                log!("inventory {} changed: {} device(s) for node {node}", path.display(), now.devices.len());
                 devices.send_replace(Arc::new(now));
             }
             Err(e) => log!("error: the changed inventory is not used, the previous one stays: {e}"),

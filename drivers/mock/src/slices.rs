@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceCapacity, ResourceSlice};
+use k8s_openapi::api::resource::v1::{CounterSet, Device, DeviceAttribute, DeviceCapacity, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -18,11 +18,16 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::faults::{Fault, Faults};
-use crate::inventory::{Attribute, DeviceSpec};
+use crate::inventory::{Attribute, DeviceSpec, Pool};
 use crate::log;
 
 /// The API's limit of devices in one slice; larger pools are split.
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
+/// The limit where any device of the slice has taints or consumes counters.
+pub const MAX_ADVANCED_DEVICES_PER_SLICE: usize = 64;
+/// The name of the slice that holds a pool's counter sets, after the pool's own: the API
+/// refuses counter sets beside devices.
+pub const COUNTERS_SUFFIX: &str = "counters";
 const FIELD_MANAGER: &str = "dracheck-mock-driver";
 /// A full comparison now and then, in case a watch event was missed.
 const RESYNC: Duration = Duration::from_secs(30);
@@ -60,14 +65,33 @@ pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Devic
             if faults.has(&Fault::UntaintedUnhealthy) {
                 device.taints = None;
             }
+            if faults.has(&Fault::PartitionConsumesNothing) {
+                device.consumes_counters = None;
+            }
             device
         })
         .collect();
-    // Copies of a real device, so that the same requests match them.
-    if let Some(last) = devices.last().cloned() {
+    // Copies of a real device, so that the same requests match them: the last that is no
+    // partition, since copies of a partition would share its counters and not add devices.
+    if let Some(last) = devices.iter().rev().find(|d| d.consumes_counters.is_none()).cloned() {
         devices.extend((0..faults.phantom_devices()).map(|i| Device { name: format!("phantom-{i}"), ..last.clone() }));
     }
     devices
+}
+
+/// The counter sets as published: the inventory's, each counter doubled by the
+/// `counters-larger` fault. With no faults this is the oracle of the pool's `sharedCounters`.
+pub fn published_counter_sets(pool: &Pool, faults: &Faults) -> Vec<CounterSet> {
+    let mut sets: Vec<CounterSet> = pool.counter_sets.iter().map(|s| s.to_counter_set()).collect();
+    if faults.has(&Fault::CountersLarger) {
+        for counter in sets.iter_mut().flat_map(|s| s.counters.values_mut()) {
+            let doubled = dracheck_objects::quantity::Quantity::parse(&counter.value.0).and_then(|q| q.add(&q));
+            if let Ok(v) = doubled {
+                counter.value = Quantity(v.to_string());
+            }
+        }
+    }
+    sets
 }
 
 /// The controller ownerRef to the Node, so that the garbage collector removes the slices with
@@ -83,35 +107,52 @@ fn owner(node: &Node) -> Option<OwnerReference> {
     })
 }
 
-/// The slices of `node`'s pool at `generation`: one per [`MAX_DEVICES_PER_SLICE`] devices.
+/// The slices of `node`'s pool at `generation`: one per [`MAX_DEVICES_PER_SLICE`] devices
+/// ([`MAX_ADVANCED_DEVICES_PER_SLICE`] where a device has taints or consumes counters), and
+/// one more for the counter sets, if there are any.
 pub fn desired(
     driver: &str,
     node: &str,
     owner: Option<&OwnerReference>,
     devices: &[Device],
+    counter_sets: &[CounterSet],
     generation: i64,
 ) -> Vec<ResourceSlice> {
-    let chunks: Vec<&[Device]> =
-        if devices.is_empty() { vec![&[]] } else { devices.chunks(MAX_DEVICES_PER_SLICE).collect() };
-    let count = chunks.len();
-    chunks
+    let advanced = devices.iter().any(|d| {
+        d.taints.as_ref().is_some_and(|t| !t.is_empty()) || d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
+    });
+    let per_slice = if advanced { MAX_ADVANCED_DEVICES_PER_SLICE } else { MAX_DEVICES_PER_SLICE };
+    let chunks: Vec<&[Device]> = if devices.is_empty() { vec![&[]] } else { devices.chunks(per_slice).collect() };
+    let split = chunks.len() > 1;
+    let uid = owner.map_or("", |o| o.uid.as_str());
+    let mut slices: Vec<ResourceSlice> = chunks
         .into_iter()
         .enumerate()
         .map(|(i, chunk)| {
-            let uid = owner.map_or("", |o| o.uid.as_str());
             let mut slice = dracheck_objects::resource_slice(driver, node, uid, chunk.to_vec());
-            if count > 1 {
+            if split {
                 let name = slice.metadata.name.take().unwrap_or_default();
                 slice.metadata.name = Some(format!("{name}-{i}"));
             }
-            if owner.is_none() {
-                slice.metadata.owner_references = None;
-            }
-            slice.spec.pool.generation = generation;
-            slice.spec.pool.resource_slice_count = count as i64;
             slice
         })
-        .collect()
+        .collect();
+    if !counter_sets.is_empty() {
+        let mut slice = dracheck_objects::resource_slice(driver, node, uid, Vec::new());
+        slice.metadata.name = slice.metadata.name.map(|n| format!("{n}-{COUNTERS_SUFFIX}"));
+        slice.spec.devices = None;
+        slice.spec.shared_counters = Some(counter_sets.to_vec());
+        slices.push(slice);
+    }
+    let count = slices.len() as i64;
+    for slice in &mut slices {
+        if owner.is_none() {
+            slice.metadata.owner_references = None;
+        }
+        slice.spec.pool.generation = generation;
+        slice.spec.pool.resource_slice_count = count;
+    }
+    slices
 }
 
 /// What of a slice this driver decides.
@@ -161,7 +202,7 @@ fn contains(have: &Value, want: &Value) -> bool {
 }
 
 #[derive(Default)]
-struct Pool {
+struct PoolState {
     /// 0 until the pool is known.
     generation: i64,
     /// Per slice name: what we applied and what the server answered, because the server
@@ -169,7 +210,7 @@ struct Pool {
     written: HashMap<String, (Value, Value)>,
 }
 
-impl Pool {
+impl PoolState {
     fn in_sync(&self, want: &ResourceSlice, have: &ResourceSlice) -> bool {
         let (want_view, have_view) = (view(want), view(have));
         let name = want.metadata.name.as_deref().unwrap_or_default();
@@ -184,8 +225,8 @@ pub struct Publisher {
     driver: String,
     node: String,
     faults: Arc<Faults>,
-    devices: watch::Receiver<Arc<Vec<DeviceSpec>>>,
-    pools: HashMap<String, Pool>,
+    devices: watch::Receiver<Arc<Pool>>,
+    pools: HashMap<String, PoolState>,
     last_error: Option<String>,
     /// `trust-published`: until a change to the slices shows otherwise, those published
     /// before the restart are taken to be in place.
@@ -200,7 +241,7 @@ impl Publisher {
         driver: String,
         node: String,
         faults: Arc<Faults>,
-        devices: watch::Receiver<Arc<Vec<DeviceSpec>>>,
+        devices: watch::Receiver<Arc<Pool>>,
     ) -> Publisher {
         Publisher {
             slices: Api::all(client.clone()),
@@ -299,7 +340,9 @@ impl Publisher {
     }
 
     async fn reconcile(&mut self) -> Result<(), String> {
-        let mut devices = published_devices(&self.devices.borrow().clone(), &self.faults);
+        let pool = Arc::clone(&self.devices.borrow());
+        let mut devices = published_devices(&pool.devices, &self.faults);
+        let counter_sets = published_counter_sets(&pool, &self.faults);
         if let Some(suffix) = &self.rename {
             devices.iter_mut().for_each(|d| d.name = format!("{}-{suffix}", d.name));
         }
@@ -308,12 +351,12 @@ impl Publisher {
             return Err(format!("Node {} does not exist yet; waiting for it before publishing", self.node));
         };
         let own = if self.faults.has(&Fault::NoOwnerReference) { None } else { owner(&node) };
-        self.reconcile_pool(&self.node.clone(), own.as_ref(), &devices).await?;
+        self.reconcile_pool(&self.node.clone(), own.as_ref(), &devices, &counter_sets).await?;
         let faults = Arc::clone(&self.faults);
         for foreign in faults.foreign_slices() {
             let owner = self.nodes.get_opt(foreign).await.ok().flatten().as_ref().and_then(owner);
             let owner = owner.filter(|_| !faults.has(&Fault::NoOwnerReference));
-            self.reconcile_pool(foreign, owner.as_ref(), &devices).await?;
+            self.reconcile_pool(foreign, owner.as_ref(), &devices, &counter_sets).await?;
         }
         Ok(())
     }
@@ -324,10 +367,10 @@ impl Publisher {
         (driver, faults): (&str, &Faults),
         node: &str,
         owner: Option<&OwnerReference>,
-        devices: &[Device],
+        (devices, counter_sets): (&[Device], &[CounterSet]),
         generation: i64,
     ) -> Vec<ResourceSlice> {
-        let mut slices = desired(driver, node, owner, devices, generation);
+        let mut slices = desired(driver, node, owner, devices, counter_sets, generation);
         if let (true, Some(first), Some(model)) =
             (faults.has(&Fault::DuplicateDevice), devices.first(), slices.first().cloned())
         {
@@ -355,6 +398,7 @@ impl Publisher {
         node: &str,
         owner: Option<&OwnerReference>,
         devices: &[Device],
+        counter_sets: &[CounterSet],
     ) -> Result<(), String> {
         let live = self.live(node).await?;
         let stale;
@@ -369,7 +413,8 @@ impl Publisher {
         if pool.generation == 0 {
             pool.generation = live_generation;
         }
-        let current = Self::pool_slices((&self.driver, &self.faults), node, owner, devices, pool.generation);
+        let current =
+            Self::pool_slices((&self.driver, &self.faults), node, owner, (devices, counter_sets), pool.generation);
         let in_sync = pool.generation > 0
             && live.len() == current.len()
             && current.iter().all(|want| {
@@ -388,7 +433,7 @@ impl Publisher {
         } else {
             pool.generation.max(live_generation) + 1
         };
-        let next = Self::pool_slices((&self.driver, &self.faults), node, owner, devices, generation);
+        let next = Self::pool_slices((&self.driver, &self.faults), node, owner, (devices, counter_sets), generation);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut written = HashMap::new();
         for slice in &next {
@@ -476,7 +521,7 @@ mod tests {
     #[test]
     fn large_pools_are_split_and_every_slice_counts_them_all() {
         let devices: Vec<Device> = (0..300).map(|i| dracheck_objects::device(&format!("d{i}")).build()).collect();
-        let slices = desired("drv.io", "n1", None, &devices, 4);
+        let slices = desired("drv.io", "n1", None, &devices, &[], 4);
         assert_eq!(slices.len(), 3);
         for s in &slices {
             assert_eq!((s.spec.pool.generation, s.spec.pool.resource_slice_count), (4, 3));
@@ -485,6 +530,36 @@ mod tests {
         }
         assert_eq!(slices[2].spec.devices.as_ref().unwrap().len(), 300 - 2 * MAX_DEVICES_PER_SLICE);
         assert_ne!(slices[0].metadata.name, slices[1].metadata.name);
+    }
+
+    #[test]
+    fn counter_sets_get_a_slice_of_their_own_and_partitions_split_at_the_lower_limit() {
+        let set = CounterSet {
+            name: "gpu-4".into(),
+            counters: [(
+                "memory".to_string(),
+                k8s_openapi::api::resource::v1::Counter { value: Quantity("24Gi".into()) },
+            )]
+            .into(),
+        };
+        let partition = |i: usize| {
+            let mut d = dracheck_objects::device(&format!("p{i}")).build();
+            d.consumes_counters = Some(vec![k8s_openapi::api::resource::v1::DeviceCounterConsumption {
+                counter_set: "gpu-4".into(),
+                counters: set.counters.clone(),
+                ..Default::default()
+            }]);
+            d
+        };
+        let devices: Vec<Device> = (0..100).map(partition).collect();
+        let slices = desired("drv.io", "n1", None, &devices, std::slice::from_ref(&set), 2);
+        assert_eq!(slices.len(), 3, "64 and 36 partitions, then the counters");
+        assert_eq!(slices[0].spec.devices.as_ref().unwrap().len(), MAX_ADVANCED_DEVICES_PER_SLICE);
+        let counters = &slices[2];
+        assert_eq!(counters.spec.devices, None, "the API refuses devices beside counter sets");
+        assert_eq!(counters.spec.shared_counters.as_deref(), Some(std::slice::from_ref(&set)));
+        assert!(counters.metadata.name.as_ref().unwrap().ends_with("-counters"));
+        assert!(slices.iter().all(|s| s.spec.pool.resource_slice_count == 3 && s.spec.pool.generation == 2));
     }
 
     /// A change to an inventory's devices.
@@ -500,13 +575,13 @@ mod tests {
         };
         let mut devices = vec![gpu(0).build(), gpu(1).build()];
         edit(&mut devices);
-        desired("drv.io", "n1", None, &devices, 1).remove(0)
+        desired("drv.io", "n1", None, &devices, &[], 1).remove(0)
     }
 
     #[test]
     fn any_inventory_change_is_drift_and_an_unchanged_inventory_is_not() {
         let published = pool_of(|_| {});
-        let pool = Pool::default();
+        let pool = PoolState::default();
         assert!(pool.in_sync(&pool_of(|_| {}), &published), "an unchanged inventory must not be written again");
 
         let mut defaulted = published.clone();

@@ -24,6 +24,8 @@ fn main() -> std::process::ExitCode {
         ("fault_foreign_slice_publishes_for_another_node", |e| Box::pin(foreign_slice(e))),
         ("fault_wrong_capacity_publishes_a_wrong_quantity", |e| Box::pin(wrong_capacity(e))),
         ("fault_phantom_devices_are_published_but_not_prepared", |e| Box::pin(phantom_devices(e))),
+        ("fault_counters_larger_doubles_the_shared_counters", |e| Box::pin(counters_larger(e))),
+        ("fault_partition_consumes_nothing_drops_the_consumption", |e| Box::pin(partition_consumes_nothing(e))),
         ("fault_no_owner_reference_leaves_slices_unowned", |e| Box::pin(no_owner_reference(e))),
         ("fault_wipe_slices_on_start_replaces_the_slices", |e| Box::pin(wipe_slices_on_start(e))),
         ("fault_prepare_wrong_device_sets_up_the_first_device", |e| Box::pin(prepare_wrong_device(e))),
@@ -130,7 +132,7 @@ async fn stale_slices(env: Env) {
     })
     .await;
     assert!(driver_with_flag.terminate().await.success());
-    assert_eq!(slices_of(&client, "f-stale").await.len(), 1, "slices.removed-on-exit is broken: the slice stays");
+    assert_eq!(slices_of(&client, "f-stale").await.len(), 2, "slices.removed-on-exit is broken: the slices stay");
 }
 
 async fn cdi_without_spec(env: Env) {
@@ -145,10 +147,7 @@ async fn cdi_without_spec(env: Env) {
 async fn wrong_attribute(env: Env) {
     let client = env.client().await;
     let (_driver, _) = setup(&env, "f-wrongattr", &["wrong-attribute=model=h100", "wrong-attribute=index=7"]).await;
-    let slice = eventually("the slice", Duration::from_secs(20), || async {
-        slices_of(&client, "f-wrongattr").await.into_iter().next()
-    })
-    .await;
+    let slice = slice(&client, "f-wrongattr").await;
     for device in slice.spec.devices.unwrap() {
         let attrs = device.attributes.unwrap();
         assert_eq!(
@@ -183,7 +182,7 @@ async fn foreign_slice(env: Env) {
     })
     .await;
     assert_eq!(foreign.spec.pool.name, "f-victim", "slices.owned-by-node is broken: a pool of another node");
-    assert_eq!(slices_of(&client, "f-foreign").await.len(), 1, "its own slice is published too");
+    assert_eq!(slices_of(&client, "f-foreign").await.len(), 2, "its own slices are published too");
 }
 
 async fn inventory_faults(env: Env) {
@@ -203,10 +202,12 @@ async fn inventory_faults(env: Env) {
     assert!(kubelet.dra.node_prepare_resources(request()).await.is_ok());
 }
 
-/// The slice of `node`, once published.
+/// The slice of `node`'s devices (not the one of its counter sets), once published.
 async fn slice(client: &kube::Client, node: &str) -> k8s_openapi::api::resource::v1::ResourceSlice {
-    eventually("the slice", Duration::from_secs(20), || async { slices_of(client, node).await.into_iter().next() })
-        .await
+    eventually("the slice", Duration::from_secs(20), || async {
+        slices_of(client, node).await.into_iter().find(|s| s.spec.devices.is_some())
+    })
+    .await
 }
 
 async fn wrong_capacity(env: Env) {
@@ -223,11 +224,45 @@ async fn phantom_devices(env: Env) {
     let (driver, _) = setup(&env, "f-phantom", &["phantom-devices=3"]).await;
     let devices = slice(&client, "f-phantom").await.spec.devices.unwrap();
     let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "phantom-0", "phantom-1", "phantom-2"]);
-    assert_eq!(devices[4].attributes, devices[3].attributes, "a phantom looks like the last real device");
+    let partitions = ["gpu-4-whole", "gpu-4-half-0", "gpu-4-half-1"];
+    assert_eq!(
+        names,
+        [&["gpu-0", "gpu-1", "gpu-2", "gpu-3"][..], &partitions, &["phantom-0", "phantom-1", "phantom-2"]].concat()
+    );
+    assert_eq!(
+        devices[7].attributes, devices[3].attributes,
+        "a phantom looks like the last device that is no partition"
+    );
+    assert_eq!(devices[7].consumes_counters, None, "a phantom shares no counters");
     let uid = allocated_claim(&client, "f-phantom-ghost", "f-phantom", &["phantom-1"]).await;
     let answer = driver.kubelet().await.prepare(&[claim_ref("f-phantom-ghost", &uid)]).await;
     assert!(answer.claims[&uid].error.contains("does not have"), "prepare refuses a phantom: {answer:?}");
+}
+
+async fn counters_larger(env: Env) {
+    let client = env.client().await;
+    let (_driver, _) = setup(&env, "f-counters", &["counters-larger"]).await;
+    let counters = eventually("the counters slice", Duration::from_secs(20), || async {
+        slices_of(&client, "f-counters").await.into_iter().find_map(|s| s.spec.shared_counters)
+    })
+    .await;
+    let memory = &counters[0].counters["memory"].value.0;
+    let gi: u64 = 1 << 30;
+    assert_eq!(memory, &(48 * gi).to_string(), "plugin.slices.match-inventory is broken: twice the inventory's 24Gi");
+    let partition = slice(&client, "f-counters").await.spec.devices.unwrap().pop().unwrap();
+    let consumed = &partition.consumes_counters.unwrap()[0].counters["memory"].value.0;
+    assert_eq!(consumed, "12Gi", "the partitions stay as they are");
+}
+
+async fn partition_consumes_nothing(env: Env) {
+    let client = env.client().await;
+    let (_driver, _) = setup(&env, "f-consumes", &["partition-consumes-nothing"]).await;
+    let devices = slice(&client, "f-consumes").await.spec.devices.unwrap();
+    assert!(devices.iter().any(|d| d.name == "gpu-4-half-0"), "the partitions are published");
+    assert!(
+        devices.iter().all(|d| d.consumes_counters.is_none()),
+        "plugin.slices.match-inventory is broken: no partition consumes counters"
+    );
 }
 
 async fn no_owner_reference(env: Env) {
@@ -246,7 +281,11 @@ async fn no_slice_reconcile(env: Env) {
     let api: kube::Api<k8s_openapi::api::resource::v1::ResourceSlice> = kube::Api::all(client.clone());
     api.delete(&name, &Default::default()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(slices_of(&client, "f-noreconcile").await.is_empty(), "node.restart.driver-recovers is broken on purpose");
+    let left = slices_of(&client, "f-noreconcile").await;
+    assert!(
+        left.iter().all(|s| s.metadata.name.as_ref() != Some(&name)),
+        "node.restart.driver-recovers is broken on purpose"
+    );
     assert!(driver.log().contains("fault no-slice-reconcile"), "{}", driver.log());
     // Only a start of the driver publishes again.
     assert!(driver.terminate().await.success());
@@ -261,11 +300,12 @@ async fn wipe_slices_on_start(env: Env) {
     assert!(driver.terminate().await.success());
     driver.start().await;
     let after = eventually("a new slice", Duration::from_secs(20), || async {
-        slices_of(&client, "f-wipe").await.into_iter().map(|s| s.metadata.uid).find(|u| *u != before)
+        let devices = slices_of(&client, "f-wipe").await.into_iter().filter(|s| s.spec.devices.is_some());
+        devices.map(|s| s.metadata.uid).find(|u| *u != before)
     })
     .await;
     assert_ne!(after, before, "driver.restart.slices-kept is broken: the restart replaced the slice");
-    assert!(driver.log().contains("fault wipe-slices-on-start: deleted 1 slice(s)"), "{}", driver.log());
+    assert!(driver.log().contains("fault wipe-slices-on-start: deleted 2 slice(s)"), "{}", driver.log());
 }
 
 /// Prepares a claim for `devices` on `node` with `fault`; returns the response's device

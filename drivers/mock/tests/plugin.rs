@@ -12,7 +12,7 @@ use dracheck_kubelet_api::dra_v1beta1;
 use dracheck_kubelet_api::registration::RegistrationStatus;
 use dracheck_mock_driver::faults::Faults;
 use dracheck_mock_driver::inventory::Inventory;
-use dracheck_mock_driver::slices::published_devices;
+use dracheck_mock_driver::slices::{published_counter_sets, published_devices};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams};
 
@@ -81,18 +81,29 @@ async fn slices(env: Env) {
     assert!(slices_of(&client, node).await.is_empty(), "no slice before the Node exists");
     let node_uid = create_node(&client, node).await;
 
-    let published = eventually("the node's slice", Duration::from_secs(20), || async {
+    // The default inventory's pool: its devices, and the counters its partitions share in a
+    // slice of their own.
+    let pool = eventually("the node's two slices", Duration::from_secs(20), || async {
         let s = slices_of(&client, node).await;
-        (s.len() == 1).then(|| s.into_iter().next().unwrap())
+        (s.len() == 2).then_some(s)
     })
     .await;
-    let inventory = Inventory::load(&inventory_path).unwrap();
-    let expected = published_devices(inventory.devices_for(node).unwrap(), &Faults::default());
+    let (with_devices, counters): (Vec<ResourceSlice>, Vec<ResourceSlice>) =
+        pool.into_iter().partition(|s| s.spec.shared_counters.is_none());
+    let (published, counters) = (with_devices[0].clone(), &counters[0]);
+    let inventory = Inventory::load(&inventory_path).unwrap().pool_for(node).unwrap();
+    let expected = published_devices(&inventory.devices, &Faults::default());
     assert_eq!(device_set(published.spec.devices.as_deref().unwrap()), device_set(&expected), "slices.match-inventory");
+    assert_eq!(
+        counters.spec.shared_counters.as_deref().unwrap(),
+        published_counter_sets(&inventory, &Faults::default()),
+        "the counter sets as in the inventory"
+    );
+    assert_eq!(counters.spec.devices.as_deref().unwrap_or_default(), [], "no device beside counter sets");
     assert_eq!(published.spec.driver, DRIVER);
     assert_eq!(published.spec.node_name.as_deref(), Some(node));
     assert_eq!(published.spec.pool.name, node);
-    assert_eq!((published.spec.pool.generation, published.spec.pool.resource_slice_count), (1, 1));
+    assert_eq!((published.spec.pool.generation, published.spec.pool.resource_slice_count), (1, 2));
     assert!(published.spec.node_selector.is_none() && published.spec.all_nodes.is_none());
     let owners = published.metadata.owner_references.clone().unwrap();
     assert_eq!(owners.len(), 1);
@@ -109,7 +120,10 @@ async fn slices(env: Env) {
     let api: Api<ResourceSlice> = Api::all(client.clone());
     api.delete(&name, &DeleteParams::default()).await.unwrap();
     let recreated = eventually("the slice to be re-created", Duration::from_secs(20), || async {
-        slices_of(&client, node).await.into_iter().find(|s| s.metadata.uid != published.metadata.uid)
+        slices_of(&client, node)
+            .await
+            .into_iter()
+            .find(|s| s.metadata.name == published.metadata.name && s.metadata.uid != published.metadata.uid)
     })
     .await;
     assert_eq!(recreated.spec.pool.generation, 2, "a re-published pool has a higher generation");
@@ -121,7 +135,7 @@ async fn slices(env: Env) {
     assert_ne!(text, edited);
     std::fs::write(&inventory_path, &edited).unwrap();
     let updated = eventually("the edited inventory to be published", Duration::from_secs(20), || async {
-        slices_of(&client, node).await.into_iter().find(|s| s.spec.pool.generation == 3)
+        slices_of(&client, node).await.into_iter().find(|s| s.spec.pool.generation == 3 && s.spec.devices.is_some())
     })
     .await;
     let models: BTreeSet<String> = updated
@@ -131,7 +145,7 @@ async fn slices(env: Env) {
         .iter()
         .filter_map(|d| d.attributes.as_ref()?.get("model")?.string.clone())
         .collect();
-    assert_eq!(models, ["a100", "l4", "l40s"].map(String::from).into());
+    assert_eq!(models, ["a100", "a30", "l4", "l40s"].map(String::from).into());
     // A broken edit is ignored: the last good devices stay published.
     std::fs::write(&inventory_path, "apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\ngroups: [oops\n").unwrap();
     eventually("the broken inventory to be reported", Duration::from_secs(10), || async {
@@ -139,22 +153,25 @@ async fn slices(env: Env) {
     })
     .await;
     let kept = slices_of(&client, node).await;
-    assert_eq!((kept.len(), kept[0].spec.pool.generation), (1, 3), "the last good inventory stays published");
+    assert_eq!((kept.len(), kept[0].spec.pool.generation), (2, 3), "the last good inventory stays published");
     std::fs::write(&inventory_path, &edited).unwrap();
 
     // Without --remove-slices-on-exit a clean exit keeps the slices, and a restart that
     // finds them as it would publish them leaves them untouched (driver.restart.slices-kept).
     assert!(driver.terminate().await.success());
     let before = slices_of(&client, node).await;
-    assert_eq!(before.len(), 1, "the slices survive a clean exit by default");
+    assert_eq!(before.len(), 2, "the slices survive a clean exit by default");
     let mut again = Driver::new(&env, node, &inventory_path, &["--remove-slices-on-exit"]);
     again.start().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = slices_of(&client, node).await;
-    assert_eq!(after.len(), 1);
+    assert_eq!(after.len(), 2);
+    let versions = |slices: &[ResourceSlice]| {
+        slices.iter().map(|s| (s.metadata.name.clone(), s.metadata.resource_version.clone())).collect::<BTreeSet<_>>()
+    };
     assert_eq!(
-        after[0].metadata.resource_version,
-        before[0].metadata.resource_version,
+        versions(&after),
+        versions(&before),
         "a restarted driver does not rewrite slices that are already right:\n{}",
         again.log()
     );

@@ -38,6 +38,7 @@ pub fn adapter(opts: Options) -> Adapter {
         spec: None,
         version: opts.version.unwrap_or_else(|| UNKNOWN_VERSION.into()),
         oracle: None,
+        counter_oracle: None,
         canonical: |d| d,
         workload: Workload {
             image: opts.image,

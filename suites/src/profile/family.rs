@@ -136,6 +136,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["admin-access"],
     },
     Family {
+        key: "partitionable",
+        parameters: &["whole"],
+        ids: &[PARTITIONABLE_COUNTERS_RESPECTED, PARTITIONABLE_CAPACITY_RESTORED, PARTITIONABLE_PREPARED_PARTITION],
+        publishes: Publishes::All(|g| g.partitionable.is_some()),
+        scenarios: &["partitionable"],
+    },
+    Family {
         key: "driverRestart",
         parameters: &["maxDowntimeSeconds"],
         ids: &[

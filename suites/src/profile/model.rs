@@ -60,6 +60,7 @@ pub struct Guarantees {
     pub coexistence: Option<Coexistence>,
     pub prioritized_list: Option<PrioritizedList>,
     pub admin_access: Option<AdminAccess>,
+    pub partitionable: Option<Partitionable>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
     pub node_restart: Option<NodeRestart>,
@@ -192,6 +193,16 @@ pub struct PrioritizedList {}
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdminAccess {}
+
+/// The class's devices are partitions of physical devices that share their counters
+/// (`sharedCounters`, as MIG slices share a GPU): the scheduler never allocates partitions that
+/// together take more than the device has, freeing one makes room for a waiting pod, and the
+/// driver prepares exactly the allocated partition. `whole` is a CEL selector for the
+/// partitions that take a whole device; the others are its parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Partitionable {
+    pub whole: String,
+}
 
 /// The driver is down for at most `max_downtime_seconds` (shorter than the kubelet's 30 s
 /// slice wipe delay): running workloads keep their devices, new claims work afterwards, and

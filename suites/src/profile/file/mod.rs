@@ -162,6 +162,12 @@ struct ConstraintFile {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartitionableFile {
+    whole: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct GuaranteesFile {
     #[serde(default)]
@@ -184,6 +190,8 @@ struct GuaranteesFile {
     prioritized_list: Option<PrioritizedList>,
     #[serde(default)]
     admin_access: Option<AdminAccess>,
+    #[serde(default)]
+    partitionable: Option<PartitionableFile>,
     #[serde(default)]
     driver_restart: Option<DriverRestart>,
     #[serde(default)]

@@ -218,6 +218,28 @@ impl Validator<'_> {
             }
             v => v.map(|v| v.value),
         };
+        let partitionable = match g.partitionable {
+            None => None,
+            Some(p) => {
+                let field = "guarantees.partitionable.whole";
+                if p.whole.value.trim().is_empty() {
+                    return Err(self.err(
+                        p.whole.referenced,
+                        field,
+                        "an empty CEL expression; write one that selects the partitions taking a whole device, such \
+                         as device.attributes[\"gpu.example.com\"].partition == \"whole\"",
+                    ));
+                }
+                if let Err(e) = self.cel.compile(&p.whole.value) {
+                    return Err(self.err(
+                        p.whole.referenced,
+                        field,
+                        format!("the CEL expression does not compile: {e}"),
+                    ));
+                }
+                Some(Partitionable { whole: p.whole.value })
+            }
+        };
         let out = Guarantees {
             allocation: g.allocation,
             impossible: g.impossible.map(|i| Impossible { variants: i.variants }),
@@ -229,6 +251,7 @@ impl Validator<'_> {
             coexistence: g.coexistence,
             prioritized_list: g.prioritized_list,
             admin_access: g.admin_access,
+            partitionable,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,
             node_restart: g.node_restart,

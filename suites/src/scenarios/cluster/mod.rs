@@ -18,6 +18,7 @@ mod limits;
 mod node_reboot;
 mod node_removal;
 mod node_restart;
+mod partitionable;
 mod prepared_claim;
 mod prioritized_list;
 mod versions;
@@ -39,6 +40,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &config::SCENARIO,
         &coexistence::SCENARIO,
         &prioritized_list::SCENARIO,
+        &partitionable::SCENARIO,
         &admin_access::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,

@@ -5,13 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use dracheck_objects::quantity::Quantity;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{CounterSet, ResourceSlice};
 use kube::api::{Api, ListParams};
 
 use super::harness::PluginNode;
 use crate::adapters::HostCheck;
-use crate::engine::{Ctx, ScenarioError};
+use crate::engine::{Ctx, ScenarioError, served};
 use crate::profile::ids::{PLUGIN_SLICES_MATCH_INVENTORY as MATCH, PLUGIN_SLICES_OWNED_BY_NODE as OWNED};
 
 pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
@@ -82,8 +83,26 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     let adapter = &ctx.target.adapter;
     match &adapter.oracle {
         Some(oracle) => {
-            let want: BTreeMap<String, String> =
-                oracle(&node.name)?.into_iter().map(|d| (d.name.clone(), shape(&d))).collect();
+            let mut want_devices = oracle(&node.name)?;
+            let want_counters = match &adapter.counter_oracle {
+                Some(counters) => counters(&node.name)?,
+                None => Vec::new(),
+            };
+            let partitioned = !want_counters.is_empty() || want_devices.iter().any(|d| d.consumes_counters.is_some());
+            // Where the API server drops counters (DRAPartitionableDevices off), no driver can
+            // publish them: the rest is compared, and the pass says what was not.
+            let unserved = if partitioned {
+                served::slice_dropped(&ctx.client(), &node.driver_name, &served::SHARED_COUNTERS).await?
+            } else {
+                None
+            };
+            let want_counters = if unserved.is_some() {
+                want_devices.iter_mut().for_each(|d| d.consumes_counters = None);
+                Vec::new()
+            } else {
+                want_counters
+            };
+            let want: BTreeMap<String, String> = want_devices.iter().map(|d| (d.name.clone(), shape(d))).collect();
             let got: BTreeMap<String, String> = own
                 .iter()
                 .flat_map(|s| s.spec.devices.iter().flatten())
@@ -108,10 +127,16 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
             differ.extend(
                 duplicates(&own).into_iter().map(|(name, n)| format!("{name}: published {n} times in the pool")),
             );
+            differ.extend(counter_differences(&own, &want_counters));
+            let counted = match (&unserved, want_counters.len()) {
+                (Some(why), _) => format!("; counters not compared: {why}"),
+                (None, 0) => String::new(),
+                (None, n) => format!(", and {n} counter set(s)"),
+            };
             ctx.check(
                 MATCH,
                 differ.is_empty(),
-                format!("{} device(s) exactly as in the inventory", want.len()),
+                format!("{} device(s) exactly as in the inventory{counted}", want.len()),
                 differ.join("; "),
                 node.evidence(),
             );
@@ -125,6 +150,43 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     let (summary, problems) = pool_rules(ctx, &all, &node.name, &node.uid).await;
     ctx.check(OWNED, problems.is_empty(), summary, problems.join("; "), node.evidence());
     Ok(())
+}
+
+/// How the newest generation of the pool's counter sets differs from `want`: each set by
+/// name, its counters compared by value (the server may write a quantity another way).
+fn counter_differences(own: &[&ResourceSlice], want: &[CounterSet]) -> Vec<String> {
+    let top = own.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
+    let as_values = |set: &CounterSet| -> BTreeMap<String, String> {
+        set.counters
+            .iter()
+            .map(|(name, c)| {
+                let value = Quantity::parse(&c.value.0).ok().and_then(|q| q.to_i128()).map(|v| v.to_string());
+                (name.clone(), value.unwrap_or_else(|| c.value.0.clone()))
+            })
+            .collect()
+    };
+    let got: BTreeMap<&str, BTreeMap<String, String>> = own
+        .iter()
+        .filter(|s| s.spec.pool.generation == top)
+        .flat_map(|s| s.spec.shared_counters.iter().flatten())
+        .map(|set| (set.name.as_str(), as_values(set)))
+        .collect();
+    let want: BTreeMap<&str, BTreeMap<String, String>> =
+        want.iter().map(|set| (set.name.as_str(), as_values(set))).collect();
+    want.keys()
+        .chain(got.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|name| want.get(*name) != got.get(*name))
+        .map(|name| {
+            let show = |m: Option<&BTreeMap<String, String>>| m.map_or("nothing".to_string(), |m| format!("{m:?}"));
+            format!(
+                "counter set {name}: published {} but the inventory says {}",
+                show(got.get(name)),
+                show(want.get(name))
+            )
+        })
+        .collect()
 }
 
 /// The device names that the newest generation of a pool's slices lists more than once, with
@@ -181,7 +243,19 @@ async fn pool_rules(ctx: &Ctx<'_>, all: &[ResourceSlice], node: &str, uid: &str)
     (summary, problems)
 }
 
-/// A device's attributes and capacities as comparable text.
+/// A device's attributes, capacities and counter consumption as comparable text.
 pub(super) fn shape(d: &k8s_openapi::api::resource::v1::Device) -> String {
-    serde_json::json!({ "attributes": d.attributes, "capacity": d.capacity.as_ref().map(|c| c.iter().map(|(k, v)| (k.clone(), v.value.0.clone())).collect::<BTreeMap<_, _>>()) }).to_string()
+    let consumes: Option<BTreeMap<&str, BTreeMap<&str, &str>>> = d.consumes_counters.as_ref().map(|c| {
+        c.iter()
+            .map(|c| {
+                (c.counter_set.as_str(), c.counters.iter().map(|(k, v)| (k.as_str(), v.value.0.as_str())).collect())
+            })
+            .collect()
+    });
+    serde_json::json!({
+        "attributes": d.attributes,
+        "capacity": d.capacity.as_ref().map(|c| c.iter().map(|(k, v)| (k.clone(), v.value.0.clone())).collect::<BTreeMap<_, _>>()),
+        "consumesCounters": consumes,
+    })
+    .to_string()
 }
