@@ -7,6 +7,7 @@ use k8s_openapi::api::resource::v1::{DeviceConstraint, ResourceClaim};
 
 use crate::cel::{Environment, Quantity};
 use crate::constraints::{self, ConstraintId, Offer};
+use crate::counters::Counters;
 use crate::evaluate::{self, Consumed, DeviceEval, Match, Request, Slot};
 use crate::model::{
     Cause, ClaimReport, DeviceRow, Explanation, NodeOutcome, NodeValues, Reason, RequestReport, SelectorMiss, Summary,
@@ -108,6 +109,23 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
             }
         }
     }
+    // A free partition whose device's counters the allocated ones have taken is held by them.
+    let held: Vec<bool> = holders.iter().map(Option::is_some).collect();
+    let counters = Counters::new(&pools, &devices, &held);
+    for d in 0..devices.len() {
+        if held[d] {
+            continue;
+        }
+        if let Some(k) = counters.short(d, std::iter::empty()) {
+            let mut by: Vec<String> = (0..devices.len())
+                .filter(|&o| held[o] && counters.takes(o, k))
+                .filter_map(|o| holders[o].clone())
+                .collect();
+            by.sort();
+            by.dedup();
+            holders[d] = Some(format!("{} (through {}, which it shares)", by.join(", "), counters.names[k]));
+        }
+    }
     let in_use: Vec<bool> = holders.iter().map(Option::is_some).collect();
 
     let pending: Vec<&ResourceClaim> = subject.claims.iter().filter(|c| !is_allocated(c)).collect();
@@ -158,8 +176,15 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
             outcomes.push(NodeOutcome { node: name, fits: false, problem: None, detail });
             continue;
         }
-        let search =
-            Search::new(&requests, &slots, &devices, &evals, &in_use, &shareable, usable.clone(), &constraints);
+        let search = Search::new(
+            &requests,
+            &slots,
+            &devices,
+            &evals,
+            (&in_use, &shareable, &counters),
+            usable.clone(),
+            &constraints,
+        );
         let (fits, detail) = match search.run() {
             Outcome::Fit(chosen) => {
                 let picked: Vec<String> =
@@ -170,8 +195,15 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
                 Some(short) => (false, short),
                 None => {
                     let fits_without = |cs: &[Vec<DeviceConstraint>]| {
-                        let search =
-                            Search::new(&requests, &slots, &devices, &evals, &in_use, &shareable, usable.clone(), cs);
+                        let search = Search::new(
+                            &requests,
+                            &slots,
+                            &devices,
+                            &evals,
+                            (&in_use, &shareable, &counters),
+                            usable.clone(),
+                            cs,
+                        );
                         matches!(search.run(), Outcome::Fit(_))
                     };
                     let here = constraints::blocking(&constraints, fits_without);

@@ -4,6 +4,7 @@
 
 pub mod cel;
 mod constraints;
+mod counters;
 mod diagnose;
 mod evaluate;
 pub mod model;

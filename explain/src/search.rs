@@ -5,6 +5,7 @@
 
 use k8s_openapi::api::resource::v1::DeviceConstraint;
 
+use crate::counters::Counters;
 use crate::evaluate::{DeviceEval, Match, Request, Slot};
 use crate::model::Reason;
 use crate::pools::PoolDevice;
@@ -23,6 +24,8 @@ pub struct Search<'s, 'a> {
     /// Allocated to another claim, exclusively.
     pub in_use: &'s [bool],
     pub shareable: &'s [bool],
+    /// What the devices take of shared counters, and what is left.
+    pub counters: &'s Counters,
     /// Usable from this node: the pool is usable and the device reaches the node.
     pub usable: Vec<bool>,
     /// Constraints per claim.
@@ -48,18 +51,30 @@ enum Stop {
 }
 
 impl<'s, 'a> Search<'s, 'a> {
-    #[allow(clippy::too_many_arguments)]
+    /// `taken`: which devices other claims hold, which may be allocated more than once, and
+    /// the shared counters.
     pub fn new(
         requests: &'s [Request<'a>],
         slots: &'s [Slot],
         devices: &'s [PoolDevice<'a>],
         evals: &'s [Vec<DeviceEval>],
-        in_use: &'s [bool],
-        shareable: &'s [bool],
+        (in_use, shareable, counters): (&'s [bool], &'s [bool], &'s Counters),
         usable: Vec<bool>,
         constraints: &'s [Vec<DeviceConstraint>],
     ) -> Self {
-        Search { requests, slots, devices, evals, in_use, shareable, usable, constraints, chosen: Vec::new(), steps: 0 }
+        Search {
+            requests,
+            slots,
+            devices,
+            evals,
+            in_use,
+            shareable,
+            counters,
+            usable,
+            constraints,
+            chosen: Vec::new(),
+            steps: 0,
+        }
     }
 
     pub fn run(mut self) -> Outcome {
@@ -84,6 +99,9 @@ impl<'s, 'a> Search<'s, 'a> {
     fn busy(&self, r: usize, d: usize) -> bool {
         if self.requests[r].admin {
             return self.chosen.iter().any(|(cr, cd)| *cd == d && self.requests[*cr].claim == self.requests[r].claim);
+        }
+        if self.counters.short(d, self.chosen.iter().map(|(_, cd)| *cd)).is_some() {
+            return true;
         }
         if self.shareable[d] {
             return false;

@@ -436,3 +436,67 @@ fn an_unmet_distinct_attribute_names_the_attribute_and_the_values_per_node() {
     assert!(line.contains("distinctAttribute gpu.example.com/model"), "{line}");
     assert!(line.contains(r#"node-1: "a100" (gpu-0, gpu-1)"#), "{line}");
 }
+
+/// One node whose pool is an a30 published as partitions: the whole GPU or two halves, which
+/// share its counters (a slice of their own, as the API wants them).
+fn partitioned() -> ClusterState {
+    use k8s_openapi::api::resource::v1::{Counter, CounterSet, DeviceCounterConsumption};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let counters = |gi: u32| [("memory".to_string(), Counter { value: Quantity(format!("{gi}Gi")) })].into();
+    let partition = |name: &str, gi: u32| {
+        let mut d = device(name).string("model", "a30").build();
+        d.consumes_counters = Some(vec![DeviceCounterConsumption {
+            counter_set: "gpu-4".into(),
+            counters: counters(gi),
+            ..Default::default()
+        }]);
+        d
+    };
+    let mut s = ClusterState::default();
+    s.nodes.push(node("node-1", "127.0.10.1"));
+    let mut devices = resource_slice(
+        DRIVER,
+        "node-1",
+        "uid",
+        vec![partition("whole", 24), partition("half-0", 12), partition("half-1", 12)],
+    );
+    devices.spec.pool.resource_slice_count = 2;
+    let mut shared = resource_slice(DRIVER, "node-1", "uid", Vec::new());
+    shared.metadata.name = Some("node-1-counters".into());
+    shared.spec.devices = None;
+    shared.spec.shared_counters = Some(vec![CounterSet { name: "gpu-4".into(), counters: counters(24) }]);
+    shared.spec.pool.resource_slice_count = 2;
+    s.slices = vec![devices, shared];
+    s.classes.push(device_class("gpu", DRIVER, &[]));
+    s
+}
+
+#[test]
+fn a_free_partition_whose_device_is_allocated_whole_is_held_through_its_counters() {
+    let mut s = partitioned();
+    s.claims.push(holder("whole", "node-1", &["whole"]));
+    let e = explain(&s, claim(NS, "want", "gpu", 1, &[]));
+    let text = crate::text(&e);
+    assert!(!e.fits, "the halves are free but their counters are taken: {text}");
+    let [Cause::AllocatedElsewhere { holders, .. }] = e.causes.as_slice() else { panic!("{:?}", e.causes) };
+    assert_eq!(
+        holders,
+        &["default/whole", "default/whole (through counter memory of gpu-4, which it shares)"],
+        "the whole itself, and the halves through the counters: {text}"
+    );
+    let half = &e.claims[0].requests[0].devices.iter().find(|d| d.device == "half-0").unwrap().ruled_out;
+    assert!(matches!(half, Some(Reason::Allocated { by, .. }) if by.contains("through counter memory")), "{half:?}");
+}
+
+#[test]
+fn partitions_chosen_together_stay_within_their_counters() {
+    let s = partitioned();
+    // Two devices: the two halves, not the whole and a half (which the pool order offers first).
+    let e = explain(&s, claim(NS, "two", "gpu", 2, &[]));
+    assert!(e.fits, "{}", crate::text(&e));
+    assert!(e.nodes[0].detail.contains("half-0") && e.nodes[0].detail.contains("half-1"), "{:?}", e.nodes);
+    assert!(!e.nodes[0].detail.contains("/whole"), "{:?}", e.nodes);
+    // Three never fit together.
+    let e = explain(&s, claim(NS, "three", "gpu", 3, &[]));
+    assert!(!e.fits, "{}", crate::text(&e));
+}
