@@ -59,17 +59,27 @@ async fn oracle_devices(node: &harness::PluginNode, ctx: &Ctx<'_>) -> Result<Vec
         .collect())
 }
 
-/// The driver's slices for the suite's node, once it published any (at most 30 s).
+/// The driver's slices for the suite's node, once its pool is complete, or as they stand after
+/// 30 s if it published any (a driver writes a pool's slices one by one).
 async fn published_slices(
     node: &harness::PluginNode,
     ctx: &Ctx<'_>,
 ) -> Result<Vec<k8s_openapi::api::resource::v1::ResourceSlice>, ScenarioError> {
     let within = std::time::Duration::from_secs(30);
-    let (slices, _) = ctx
-        .poll_until(within, || ctx.slices_of(&node.name), |s| !s.is_empty())
-        .await
-        .map_err(|_| ScenarioError::timeout(format!("the driver published no slice for {}", node.name), within))?;
-    Ok(slices)
+    match ctx.poll_until(within, || ctx.slices_of(&node.name), |s| pool_complete(s, &node.name)).await {
+        Ok((slices, _)) => Ok(slices),
+        Err(last) if !last.is_empty() => Ok(last),
+        Err(_) => Err(ScenarioError::timeout(format!("the driver published no slice for {}", node.name), within)),
+    }
+}
+
+/// Whether the newest generation of pool `pool` among `slices` has as many slices as they
+/// say it has: what a consumer (the scheduler) waits for before it uses the pool.
+fn pool_complete(slices: &[k8s_openapi::api::resource::v1::ResourceSlice], pool: &str) -> bool {
+    let own: Vec<_> = slices.iter().filter(|s| s.spec.pool.name == pool).collect();
+    let top = own.iter().map(|s| s.spec.pool.generation).max();
+    let current: Vec<_> = own.iter().filter(|s| Some(s.spec.pool.generation) == top).collect();
+    !current.is_empty() && current.iter().all(|s| s.spec.pool.resource_slice_count <= current.len() as i64)
 }
 
 /// The first device the driver should publish on the suite's node, for a claim of one device.

@@ -67,17 +67,23 @@ async fn installed(ctx: &Ctx<'_>, check: &crate::adapters::HostInventory) {
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let slices: Api<ResourceSlice> = Api::all(ctx.client());
     let lp = ListParams::default().fields(&format!("spec.driver={}", node.driver_name));
-    let all = ctx
+    // Judged once the pool is complete (a driver writes its slices one by one), or as it
+    // stands after 30 s.
+    let within = Duration::from_secs(30);
+    let all = match ctx
         .poll_until(
-            Duration::from_secs(30),
+            within,
             || async { slices.list(&lp).await.map(|l| l.items).unwrap_or_default() },
-            |s| s.iter().any(|s| s.spec.node_name.as_deref() == Some(node.name.as_str())),
+            |s| super::pool_complete(s, &node.name),
         )
         .await
-        .map_err(|_| {
-            ScenarioError::timeout(format!("the driver published no slice for {}", node.name), Duration::from_secs(30))
-        })?
-        .0;
+    {
+        Ok((all, _)) => all,
+        Err(last) if last.iter().any(|s| s.spec.node_name.as_deref() == Some(node.name.as_str())) => last,
+        Err(_) => {
+            return Err(ScenarioError::timeout(format!("the driver published no slice for {}", node.name), within));
+        }
+    };
     let own: Vec<&ResourceSlice> = all.iter().filter(|s| s.spec.pool.name == node.name).collect();
 
     let adapter = &ctx.target.adapter;
