@@ -50,6 +50,9 @@ pub const PARTITIONABLE_COUNTERS_RESPECTED: &str = "partitionable.counters-respe
 pub const PARTITIONABLE_CAPACITY_RESTORED: &str = "partitionable.capacity-restored";
 pub const PARTITIONABLE_PREPARED_PARTITION: &str = "partitionable.prepared-partition";
 
+// deviceStatus
+pub const DEVICE_STATUS_REPORTED: &str = "device-status.reported";
+
 // driverRestart
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";
@@ -155,6 +158,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
         "freeing the partition that holds a device's counters lets a waiting pod have a part of it",
     ),
     (PARTITIONABLE_PREPARED_PARTITION, "the container of a partition's claim sees that partition, not its device"),
+    (
+        DEVICE_STATUS_REPORTED,
+        "the driver reports each device it prepared in the claim's status.devices, with the conditions the profile documents",
+    ),
     (DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, "running pods keep their devices across a driver restart"),
     (DRIVER_RESTART_NEW_CLAIMS_WORK, "claims made after a driver restart are prepared and run"),
     (DRIVER_RESTART_SLICES_KEPT, "a restarting driver leaves its slices in place: the devices never vanish"),

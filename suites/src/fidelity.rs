@@ -84,6 +84,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     PARTITIONABLE_COUNTERS_RESPECTED,
     PARTITIONABLE_CAPACITY_RESTORED,
     PARTITIONABLE_PREPARED_PARTITION,
+    DEVICE_STATUS_REPORTED,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
@@ -514,6 +515,12 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "prepare-whole-device",
         misbehaviour: "a partition is prepared as the whole device it is part of, so its container gets more than was allocated (and what other partitions hold)",
         breaks: &[&[PARTITIONABLE_PREPARED_PARTITION]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "no-device-status",
+        misbehaviour: "prepared devices are never reported in the claim's status.devices, so neither people nor controllers see their state",
+        breaks: &[&[DEVICE_STATUS_REPORTED]],
         may_break: &[],
     },
 ];

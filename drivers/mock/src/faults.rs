@@ -59,6 +59,7 @@ pub enum Fault {
     CountersLarger,
     PartitionConsumesNothing,
     PrepareWholeDevice,
+    NoDeviceStatus,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -540,6 +541,13 @@ pub const TABLE: &[FaultSpec] = &[
         name: "prepare-whole-device",
         doc: "a prepare of a partition sets up the partition that takes its whole device instead",
         form: Form::Bare(Fault::PrepareWholeDevice),
+    },
+    // Like a driver that prepares devices but never reports them in the claim's status, so
+    // users and controllers cannot see their state. Breaks `device-status.reported`.
+    FaultSpec {
+        name: "no-device-status",
+        doc: "a prepared claim's status.devices gets no entry for its devices",
+        form: Form::Bare(Fault::NoDeviceStatus),
     },
 ];
 

@@ -27,6 +27,16 @@ pub fn installation(node_policy: bool) -> Installation {
         rules: vec![
             rule(&["resource.k8s.io"], &["resourceclaims"], &["get"]),
             rule(&["resource.k8s.io"], &["resourceclaims/status"], &["patch", "update"]),
+            // `status.devices` of its own driver, from a pod on the claim's node
+            // (DRAResourceClaimGranularStatusAuthorization).
+            PolicyRule {
+                resource_names: Some(vec![crate::cli::DEFAULT_DRIVER.to_string()]),
+                ..rule(
+                    &["resource.k8s.io"],
+                    &["resourceclaims/driver"],
+                    &["associated-node:patch", "associated-node:update"],
+                )
+            },
             rule(&[""], &["nodes"], &["get"]),
             rule(
                 &["resource.k8s.io"],

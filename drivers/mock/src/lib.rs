@@ -20,6 +20,7 @@ pub mod registration;
 mod reload;
 mod reset;
 pub mod slices;
+pub mod status;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -86,6 +86,14 @@ impl Plugin {
                         claim.uid,
                         ids.join(", ")
                     );
+                    if faults.has(&Fault::NoDeviceStatus) {
+                        log!("fault no-device-status: {}/{} gets no device status", claim.namespace, claim.name);
+                    } else if let Err(e) =
+                        crate::status::report(&self.ctx.client, &self.ctx.driver, &self.ctx.node, claim, &prepared)
+                            .await
+                    {
+                        log!("error: {e}");
+                    }
                     dra_v1::NodePrepareResourceResponse { devices: prepared, error: String::new() }
                 }
                 Err(error) => {

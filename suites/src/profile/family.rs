@@ -143,6 +143,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["partitionable"],
     },
     Family {
+        key: "deviceStatus",
+        parameters: &["conditions", "withinSeconds"],
+        ids: &[DEVICE_STATUS_REPORTED],
+        publishes: Publishes::All(|g| g.device_status.is_some()),
+        scenarios: &["device-status"],
+    },
+    Family {
         key: "driverRestart",
         parameters: &["maxDowntimeSeconds"],
         ids: &[

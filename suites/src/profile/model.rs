@@ -61,6 +61,7 @@ pub struct Guarantees {
     pub prioritized_list: Option<PrioritizedList>,
     pub admin_access: Option<AdminAccess>,
     pub partitionable: Option<Partitionable>,
+    pub device_status: Option<DeviceStatus>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
     pub node_restart: Option<NodeRestart>,
@@ -202,6 +203,28 @@ pub struct AdminAccess {}
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Partitionable {
     pub whole: String,
+}
+
+/// The driver reports what it prepared in the claim's status (`status.devices`): within
+/// `within_seconds` of the pod running, an entry for each device allocated to the driver, with
+/// each of `conditions` (condition types, e.g. `Ready`) `True`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeviceStatus {
+    #[serde(default)]
+    pub conditions: Vec<String>,
+    #[serde(default = "DeviceStatus::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    pub within_seconds: u64,
+}
+
+impl DeviceStatus {
+    fn default_seconds() -> u64 {
+        10
+    }
+
+    pub fn within(&self) -> Duration {
+        Duration::from_secs(self.within_seconds)
+    }
 }
 
 /// The driver is down for at most `max_downtime_seconds` (shorter than the kubelet's 30 s

@@ -193,6 +193,8 @@ struct GuaranteesFile {
     #[serde(default)]
     partitionable: Option<PartitionableFile>,
     #[serde(default)]
+    device_status: Option<DeviceStatus>,
+    #[serde(default)]
     driver_restart: Option<DriverRestart>,
     #[serde(default)]
     driver_outage: Option<DriverOutage>,

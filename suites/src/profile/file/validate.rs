@@ -252,6 +252,7 @@ impl Validator<'_> {
             prioritized_list: g.prioritized_list,
             admin_access: g.admin_access,
             partitionable,
+            device_status: g.device_status,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,
             node_restart: g.node_restart,

@@ -6,6 +6,7 @@ mod common;
 mod compatible;
 mod config;
 mod container_restart;
+mod device_status;
 mod driver_outage;
 mod driver_restart;
 mod driver_upgrade;
@@ -41,6 +42,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &coexistence::SCENARIO,
         &prioritized_list::SCENARIO,
         &partitionable::SCENARIO,
+        &device_status::SCENARIO,
         &admin_access::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,
