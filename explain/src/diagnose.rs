@@ -176,16 +176,12 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
             outcomes.push(NodeOutcome { node: name, fits: false, problem: None, detail });
             continue;
         }
-        let search = Search::new(
-            &requests,
-            &slots,
-            &devices,
-            &evals,
-            (&in_use, &shareable, &counters),
-            usable.clone(),
-            &constraints,
-        );
-        let (fits, detail) = match search.run() {
+        // The allocator's search on this node under constraints `cs`.
+        let fits_with = |cs: &[Vec<DeviceConstraint>]| {
+            let taken = (in_use.as_slice(), shareable.as_slice(), &counters);
+            Search::new(&requests, &slots, &devices, &evals, taken, usable.clone(), cs).run()
+        };
+        let (fits, detail) = match fits_with(&constraints) {
             Outcome::Fit(chosen) => {
                 let picked: Vec<String> =
                     chosen.iter().map(|(r, d)| format!("{}: {}", requests[*r].name, device_id(&devices[*d]))).collect();
@@ -194,18 +190,7 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
             Outcome::NoFit => match shortfall(&requests, &slots, &evals, &in_use, &usable) {
                 Some(short) => (false, short),
                 None => {
-                    let fits_without = |cs: &[Vec<DeviceConstraint>]| {
-                        let search = Search::new(
-                            &requests,
-                            &slots,
-                            &devices,
-                            &evals,
-                            (&in_use, &shareable, &counters),
-                            usable.clone(),
-                            cs,
-                        );
-                        matches!(search.run(), Outcome::Fit(_))
-                    };
+                    let fits_without = |cs: &[Vec<DeviceConstraint>]| matches!(fits_with(cs), Outcome::Fit(_));
                     let here = constraints::blocking(&constraints, fits_without);
                     let detail = if here.is_empty() {
                         "enough devices per request, but no combination meets the claim's constraints".to_string()
