@@ -89,8 +89,7 @@ fn missing(
     let reported = claim.status.as_ref().and_then(|s| s.devices.as_deref()).unwrap_or_default();
     let mut gaps = Vec::new();
     for (pool, device) in ours {
-        let Some(entry) = reported.iter().find(|e| &e.driver == driver && &e.pool == pool && &e.device == device)
-        else {
+        let Some(entry) = reported.iter().find(|e| e.driver == driver && &e.pool == pool && &e.device == device) else {
             gaps.push(format!("{pool}/{device} has no entry"));
             continue;
         };
