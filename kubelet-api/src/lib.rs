@@ -27,6 +27,22 @@ pub mod registration {
     tonic::include_proto!("pluginregistration");
 }
 
+/// `v1`: the optional `DRAResourceHealth` service through which a plugin streams the health of
+/// its devices (Kubernetes 1.37; ResourceHealthStatus, beta).
+pub mod health_v1 {
+    tonic::include_proto!("v1");
+}
+
+/// `v1alpha1`: the same messages under the package 1.36's kubelet calls.
+pub mod health_v1alpha1 {
+    tonic::include_proto!("v1alpha1");
+}
+
+/// `PluginInfo.supported_versions` entries of the health service: a plugin lists them beside
+/// its DRA service, and a 1.37 kubelet watches health only where one is listed (newest first).
+pub const HEALTH_V1_SERVICE: &str = "v1.DRAResourceHealth";
+pub const HEALTH_V1ALPHA1_SERVICE: &str = "v1alpha1.DRAResourceHealth";
+
 /// `PluginInfo.supported_versions` entry for the v1 DRA service (a gRPC service name, not an
 /// API version).
 pub const DRA_V1_SERVICE: &str = "v1.DRAPlugin";

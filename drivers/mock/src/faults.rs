@@ -60,6 +60,8 @@ pub enum Fault {
     PartitionConsumesNothing,
     PrepareWholeDevice,
     NoDeviceStatus,
+    NoHealth,
+    HealthWrongDevice,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -548,6 +550,21 @@ pub const TABLE: &[FaultSpec] = &[
         name: "no-device-status",
         doc: "a prepared claim's status.devices gets no entry for its devices",
         form: Form::Bare(Fault::NoDeviceStatus),
+    },
+    // Like a driver without health monitoring: the kubelet never learns that a device turned
+    // faulty. Breaks `health.pod-status`; the plugin-tier check is then skipped, since the
+    // service is optional.
+    FaultSpec {
+        name: "no-health",
+        doc: "the optional DRAResourceHealth service is neither offered at registration nor served",
+        form: Form::Bare(Fault::NoHealth),
+    },
+    // Like an off-by-one between the hardware's index and the published device. Breaks
+    // `plugin.health.reported` and `health.pod-status`.
+    FaultSpec {
+        name: "health-wrong-device",
+        doc: "each device's health is reported under the next device's name",
+        form: Form::Bare(Fault::HealthWrongDevice),
     },
 ];
 

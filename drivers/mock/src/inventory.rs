@@ -305,6 +305,17 @@ impl DeviceSpec {
         &self.name.value.0
     }
 
+    /// Whether the device's health checks find it sound (see `health`).
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// As the health checks find a faulty device: published with the unhealthy taint and
+    /// reported unhealthy to the kubelet.
+    pub fn mark_unhealthy(&mut self) {
+        self.healthy = false;
+    }
+
     pub fn attribute(&self, name: &str) -> Option<&Attribute> {
         self.attributes.get(&QualifiedName(name.to_string()))
     }

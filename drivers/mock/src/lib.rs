@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod faults;
 mod fsutil;
+pub mod health;
 pub mod installation;
 pub mod inventory;
 pub mod log;
@@ -120,6 +121,8 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         })?)
     };
 
+    let health_file = state_dir.join(health::HEALTH_FILE);
+    let pool = health::apply(pool, &health::read(&health_file));
     let (devices_tx, devices_rx) = watch::channel(Arc::new(pool));
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
@@ -137,13 +140,22 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         },
         checkpoint,
     );
+    let serve_health = !faults.has(&Fault::NoHealth);
+    let health = serve_health.then(|| health::Health {
+        node: args.node_name.clone(),
+        devices: devices_rx.clone(),
+        faults: faults.clone(),
+    });
     let dra_router = Server::builder()
         .add_service(dra_v1::dra_plugin_server::DraPluginServer::from_arc(Arc::new(V1(plugin.clone()))))
-        .add_service(dra_v1beta1::dra_plugin_server::DraPluginServer::from_arc(Arc::new(V1beta1(plugin))));
+        .add_service(dra_v1beta1::dra_plugin_server::DraPluginServer::from_arc(Arc::new(V1beta1(plugin))))
+        .add_optional_service(health.clone().map(health::Health::v1))
+        .add_optional_service(health.map(health::Health::v1alpha1));
     let reg_router = Server::builder().add_service(RegistrationServer::new(Registrar {
         driver: args.driver_name.clone(),
         endpoint: args.dra_socket().display().to_string(),
         v1beta1_only: faults.has(&Fault::RegisterV1beta1Only),
+        health: serve_health,
         exit_on_refusal: faults.has(&Fault::ExitOnRefusedRegistration),
     }));
     let dra_path = dra_socket.path().display().to_string();
@@ -170,7 +182,13 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         }
     };
     let follow =
-        tokio::spawn(reload::follow(args.inventory.clone(), args.node_name.clone(), devices_tx, stop_rx.clone()));
+        tokio::spawn(reload::follow(
+        args.inventory.clone(),
+        health_file,
+        args.node_name.clone(),
+        devices_tx,
+        stop_rx.clone(),
+    ));
     let mut publisher =
         Publisher::new(client, args.driver_name.clone(), args.node_name.clone(), faults.clone(), devices_rx);
     if let Some(id) = args.instance.as_deref().filter(|_| faults.has(&Fault::UpgradeRenamesDevices)) {

@@ -2,7 +2,9 @@
 
 use dracheck_kubelet_api::registration::registration_server::Registration;
 use dracheck_kubelet_api::registration::{InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse};
-use dracheck_kubelet_api::{DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE};
+use dracheck_kubelet_api::{
+    DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, HEALTH_V1_SERVICE, HEALTH_V1ALPHA1_SERVICE,
+};
 use tonic::{Request, Response, Status};
 
 use crate::log;
@@ -13,6 +15,8 @@ pub struct Registrar {
     pub endpoint: String,
     /// The `register-v1beta1-only` fault: offer only the beta service (both are still served).
     pub v1beta1_only: bool,
+    /// Whether the DRAResourceHealth services are served, and so offered (not with `no-health`).
+    pub health: bool,
     /// The `exit-on-refused-registration` fault.
     pub exit_on_refusal: bool,
 }
@@ -20,7 +24,7 @@ pub struct Registrar {
 #[tonic::async_trait]
 impl Registration for Registrar {
     async fn get_info(&self, _: Request<InfoRequest>) -> Result<Response<PluginInfo>, Status> {
-        let supported_versions = if self.v1beta1_only {
+        let mut supported_versions = if self.v1beta1_only {
             log!(
                 "GetInfo: {} at {} (fault register-v1beta1-only: offering {DRA_V1BETA1_SERVICE} alone)",
                 self.driver,
@@ -31,6 +35,11 @@ impl Registration for Registrar {
             log!("GetInfo: {} at {}", self.driver, self.endpoint);
             vec![DRA_V1_SERVICE.into(), DRA_V1BETA1_SERVICE.into()]
         };
+        if self.health {
+            // Optional services are listed beside the DRA service; the kubelet picks the newest
+            // it knows.
+            supported_versions.extend([HEALTH_V1_SERVICE.into(), HEALTH_V1ALPHA1_SERVICE.into()]);
+        }
         Ok(Response::new(PluginInfo {
             r#type: DRA_PLUGIN_TYPE.into(),
             name: self.driver.clone(),

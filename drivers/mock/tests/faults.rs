@@ -37,6 +37,8 @@ fn main() -> std::process::ExitCode {
         ("fault_wrong_version_bends_the_version", |e| Box::pin(wrong_version(e))),
         ("fault_strict_authority_refuses_the_plugin_watchers_calls", |e| Box::pin(strict_authority(e))),
         ("faults_listed_in_the_inventory_apply", |e| Box::pin(inventory_faults(e))),
+        ("fault_no_health_neither_offers_nor_serves_health", |e| Box::pin(no_health(e))),
+        ("fault_health_wrong_device_reports_the_neighbours_health", |e| Box::pin(health_wrong_device(e))),
     ])
 }
 
@@ -387,7 +389,11 @@ async fn register_first_start_only(env: Env) {
 async fn register_v1beta1_only(env: Env) {
     let (driver, _) = setup(&env, "f-beta", &["register-v1beta1-only"]).await;
     let info = driver.kubelet().await.info;
-    assert_eq!(info.supported_versions, ["v1beta1.DRAPlugin"], "plugin.registration.info is broken on purpose");
+    assert_eq!(
+        info.supported_versions,
+        ["v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"],
+        "plugin.registration.info is broken on purpose"
+    );
 }
 
 async fn strict_authority(env: Env) {
@@ -424,4 +430,24 @@ async fn wrong_version(_: Env) {
     };
     assert_eq!(version(&["--version"]), format!("dracheck-mock-driver {}\n", env!("CARGO_PKG_VERSION")));
     assert_eq!(version(&["--fault=wrong-version=0.0.1", "--version"]), "dracheck-mock-driver 0.0.1\n");
+}
+
+async fn no_health(env: Env) {
+    use dracheck_kubelet_api::health_v1;
+    let (driver, _) = setup(&env, "f-nohealth", &["no-health"]).await;
+    assert_eq!(driver.kubelet().await.info.supported_versions, ["v1.DRAPlugin", "v1beta1.DRAPlugin"]);
+    let channel = dracheck_kubelet_api::connect_unix(driver.dra_socket()).await.unwrap();
+    let refused = health_v1::dra_resource_health_client::DraResourceHealthClient::new(channel)
+        .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
+        .await
+        .expect_err("not served");
+    assert_eq!(refused.code(), tonic::Code::Unimplemented);
+}
+
+async fn health_wrong_device(env: Env) {
+    let (driver, _) = setup(&env, "f-healthwrong", &["health-wrong-device"]).await;
+    let mut stream = driver.watch_health().await;
+    driver.mark_unhealthy(&["gpu-0"]);
+    let report = next_health(&mut stream, Duration::from_secs(5), |h| h.values().any(|h| h == "Unhealthy")).await;
+    assert_eq!(report["gpu-0"], "Healthy", "plugin.health.reported is broken on purpose: {report:?}");
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use dracheck_kubelet_api::dra_v1beta1;
@@ -24,6 +24,7 @@ fn main() -> std::process::ExitCode {
         ("claims_the_node_cannot_serve_get_per_claim_errors", |e| Box::pin(refusals(e))),
         ("a_restarted_plugin_keeps_its_prepared_state", |e| Box::pin(restart(e))),
         ("a_socket_dir_that_cannot_be_created_is_bad_input", |e| Box::pin(bad_socket_dir(e))),
+        ("health_is_streamed_and_follows_the_health_file", |e| Box::pin(health(e))),
     ])
 }
 
@@ -35,7 +36,10 @@ async fn registration(env: Env) {
     assert_eq!(kubelet.info.r#type, "DRAPlugin");
     assert_eq!(kubelet.info.name, DRIVER);
     assert_eq!(kubelet.info.endpoint, driver.dra_socket().display().to_string());
-    assert_eq!(kubelet.info.supported_versions, ["v1.DRAPlugin", "v1beta1.DRAPlugin"]);
+    assert_eq!(
+        kubelet.info.supported_versions,
+        ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"]
+    );
     let notify =
         |ok: bool| RegistrationStatus { plugin_registered: ok, error: if ok { "" } else { "version mismatch" }.into() };
     kubelet.registration.notify_registration_status(notify(true)).await.unwrap();
@@ -321,6 +325,53 @@ async fn restart(env: Env) {
     let undone = kubelet.unprepare(&claims).await;
     assert!(undone.claims.values().all(|c| c.error.is_empty()), "{undone:?}");
     assert!(cdi_registry(&driver.cdi_dir()).is_empty(), "claims prepared before the restart are unprepared");
+}
+
+async fn health(env: Env) {
+    use dracheck_kubelet_api::health_v1alpha1;
+    let client = env.client().await;
+    let node = "health-node";
+    create_node(&client, node).await;
+    let mut driver = Driver::new(&env, node, &default_inventory(), &[]);
+    driver.start().await;
+    let mut stream = driver.watch_health().await;
+    let first = next_health(&mut stream, Duration::from_secs(2), |_| true).await;
+    assert!(first.contains_key("gpu-0") && first.values().all(|h| h == "Healthy"), "at once, every device: {first:?}");
+
+    driver.mark_unhealthy(&["gpu-0"]);
+    let sick = next_health(&mut stream, Duration::from_secs(5), |h| h["gpu-0"] == "Unhealthy").await;
+    assert!(sick.iter().all(|(d, h)| d == "gpu-0" || h == "Healthy"), "only gpu-0: {sick:?}");
+    // The unhealthy device is also published with its taint.
+    eventually("gpu-0 published with the unhealthy taint", Duration::from_secs(10), || async {
+        let slices = slices_of(&client, node).await;
+        let tainted: Vec<String> = slices
+            .iter()
+            .flat_map(|s| s.spec.devices.iter().flatten())
+            .filter(|d| d.taints.as_ref().is_some_and(|t| !t.is_empty()))
+            .map(|d| d.name.clone())
+            .collect();
+        (tainted == ["gpu-0"]).then_some(())
+    })
+    .await;
+
+    // 1.36's kubelet calls the v1alpha1 package: the same report.
+    let channel = dracheck_kubelet_api::connect_unix(driver.dra_socket()).await.unwrap();
+    let mut alpha = health_v1alpha1::dra_resource_health_client::DraResourceHealthClient::new(channel)
+        .node_watch_resources(health_v1alpha1::NodeWatchResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let report = alpha.message().await.unwrap().expect("a v1alpha1 report");
+    let report: dracheck_kubelet_api::health_v1::NodeWatchResourcesResponse =
+        dracheck_kubelet_api::rewire(&report).unwrap();
+    assert_eq!(health_of(&report), sick);
+
+    driver.mark_unhealthy(&[]);
+    next_health(&mut stream, Duration::from_secs(5), |h| h.values().all(|h| h == "Healthy")).await;
+    // Unchanged, the report comes again before the kubelet's 30 s timeout runs out.
+    let started = Instant::now();
+    next_health(&mut stream, Duration::from_secs(15), |_| true).await;
+    assert!(started.elapsed() < Duration::from_secs(30));
 }
 
 async fn bad_socket_dir(env: Env) {

@@ -3,6 +3,7 @@
 //! that plays kubelet over the driver's sockets.
 #![allow(dead_code)] // Each test binary uses its own part of the harness.
 
+use dracheck_kubelet_api::health_v1;
 use dracheck_kubelet_api::kubelet::{CALL_TIMEOUT, DraClient, Service};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -129,6 +130,17 @@ impl Driver {
     }
     pub fn dra_socket(&self) -> PathBuf {
         self.plugin_dir().join("dra.sock")
+    }
+    /// The node's health file, which the driver follows (see the mock's `health`).
+    pub fn mark_unhealthy(&self, devices: &[&str]) {
+        let text: String = devices.iter().map(|d| format!("{d}\n")).collect();
+        std::fs::write(self.plugin_dir().join(dracheck_mock_driver::health::HEALTH_FILE), text).unwrap();
+    }
+    /// The driver's health stream, as a 1.37 kubelet opens it.
+    pub async fn watch_health(&self) -> tonic::Streaming<health_v1::NodeWatchResourcesResponse> {
+        let channel = dracheck_kubelet_api::connect_unix(self.dra_socket()).await.unwrap();
+        let mut client = health_v1::dra_resource_health_client::DraResourceHealthClient::new(channel);
+        client.node_watch_resources(health_v1::NodeWatchResourcesRequest {}).await.unwrap().into_inner()
     }
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join(format!("driver-{}.log", self.runs))
@@ -278,4 +290,40 @@ pub fn cdi_registry(dir: &Path) -> std::collections::HashMap<String, serde_json:
         }
     }
     devices
+}
+
+/// Each device of a health report with its health (`Healthy`, `Unhealthy`, `Unknown`).
+pub fn health_of(report: &health_v1::NodeWatchResourcesResponse) -> std::collections::BTreeMap<String, String> {
+    report
+        .devices
+        .iter()
+        .map(|d| {
+            let name = d.device.as_ref().map(|d| d.device_name.clone()).unwrap_or_default();
+            (name, format!("{:?}", d.health()))
+        })
+        .collect()
+}
+
+/// The next report of `stream` that `wanted` accepts, within `timeout`.
+pub async fn next_health(
+    stream: &mut tonic::Streaming<health_v1::NodeWatchResourcesResponse>,
+    timeout: Duration,
+    wanted: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+) -> std::collections::BTreeMap<String, String> {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match tokio::time::timeout(left, stream.message()).await {
+            Ok(Ok(Some(report))) => {
+                let health = health_of(&report);
+                if wanted(&health) {
+                    return health;
+                }
+                last = Some(health);
+            }
+            Ok(other) => panic!("the health stream ended: {other:?}"),
+            Err(_) => break,
+        }
+    }
+    panic!("no wanted health report within {timeout:?}; the last: {last:?}")
 }
