@@ -133,6 +133,11 @@ pub struct InventoryChange {
 /// Makes an [`InventoryChange`] for a node (`node`), writing any file it needs under `dir`.
 pub type ChangeInventory = Arc<dyn Fn(&str, &Path) -> Result<InventoryChange, String> + Send + Sync>;
 
+/// Makes exactly `unhealthy` (device names; none: every device sound) the unhealthy devices
+/// of the driver on the node with these dirs, as its health checks would find them; returns
+/// what it did, for reports.
+pub type SetHealth = Arc<dyn Fn(&spec::NodeDirs, &[String]) -> Result<String, String> + Send + Sync>;
+
 /// How many configurations a [`ConfigProbe`] tells apart: one for a class, one for a claim.
 pub const CONFIG_VARIANTS: usize = 2;
 
@@ -203,6 +208,10 @@ pub struct Adapter {
     /// (the driver started again as the change's `spec`); the change's `devices` are what it
     /// should publish then, the unhealthy one with its taint.
     pub mark_unhealthy: Option<ChangeInventory>,
+    /// How to turn devices of a running driver's node unhealthy, or sound again, as its health
+    /// checks would find them, without a restart; `None` where the suite knows no way, and the
+    /// health checks are skipped.
+    pub set_health: Option<SetHealth>,
     /// The arguments that make the driver's plugin a second instance with sockets of its own
     /// beside the first on a node (a rolling update's new pod; the upstream helper's
     /// `RollingUpdate` takes the pod UID); `None` where the suite knows none, and the upgrade
@@ -231,6 +240,7 @@ impl Adapter {
             host_inventory: None,
             change_inventory: None,
             mark_unhealthy: None,
+            set_health: None,
             instance_args: None,
             plugin_images: &[],
         }

@@ -53,6 +53,9 @@ pub const PARTITIONABLE_PREPARED_PARTITION: &str = "partitionable.prepared-parti
 // deviceStatus
 pub const DEVICE_STATUS_REPORTED: &str = "device-status.reported";
 
+// resourceHealth
+pub const HEALTH_POD_STATUS: &str = "health.pod-status";
+
 // driverRestart
 pub const DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES: &str = "driver.restart.workload-keeps-devices";
 pub const DRIVER_RESTART_NEW_CLAIMS_WORK: &str = "driver.restart.new-claims-work";
@@ -89,6 +92,7 @@ pub const PLUGIN_SLICES_RECREATED: &str = "plugin.slices.recreated";
 pub const PLUGIN_SLICES_FOLLOW_INVENTORY: &str = "plugin.slices.follow-inventory";
 pub const PLUGIN_SLICES_OWN_NODE_ONLY: &str = "plugin.slices.own-node-only";
 pub const PLUGIN_SLICES_TAINTS_UNHEALTHY: &str = "plugin.slices.taints-unhealthy";
+pub const PLUGIN_HEALTH_REPORTED: &str = "plugin.health.reported";
 pub const PLUGIN_PREPARE_ALLOCATED_CLAIM: &str = "plugin.prepare.allocated-claim";
 pub const PLUGIN_UNPREPARE_REMOVES_STATE: &str = "plugin.unprepare.removes-state";
 pub const PLUGIN_PREPARE_IDEMPOTENT: &str = "plugin.prepare.idempotent";
@@ -162,6 +166,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
         DEVICE_STATUS_REPORTED,
         "the driver reports each device it prepared in the claim's status.devices, with the conditions the profile documents",
     ),
+    (
+        HEALTH_POD_STATUS,
+        "a device of a running pod that turns unhealthy shows as Unhealthy in the pod's allocatedResourcesStatus within the promised time",
+    ),
     (DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES, "running pods keep their devices across a driver restart"),
     (DRIVER_RESTART_NEW_CLAIMS_WORK, "claims made after a driver restart are prepared and run"),
     (DRIVER_RESTART_SLICES_KEPT, "a restarting driver leaves its slices in place: the devices never vanish"),
@@ -216,6 +224,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (
         PLUGIN_SLICES_TAINTS_UNHEALTHY,
         "a device the driver finds unhealthy is published with a NoSchedule or NoExecute taint, the others without",
+    ),
+    (
+        PLUGIN_HEALTH_REPORTED,
+        "a driver that offers DRAResourceHealth reports a device turning unhealthy, and sound again, under its own name and pool",
     ),
     (PLUGIN_PREPARE_ALLOCATED_CLAIM, "prepare returns each allocated device with its CDI IDs"),
     (PLUGIN_UNPREPARE_REMOVES_STATE, "unprepare succeeds and leaves no CDI spec of the claim"),

@@ -62,6 +62,7 @@ const NEEDS_REGISTRATION: &[&str] = &[
     PLUGIN_SLICES_RECREATED,
     PLUGIN_SLICES_FOLLOW_INVENTORY,
     PLUGIN_SLICES_TAINTS_UNHEALTHY,
+    PLUGIN_HEALTH_REPORTED,
     PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
 ];
 
@@ -85,6 +86,7 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     PARTITIONABLE_CAPACITY_RESTORED,
     PARTITIONABLE_PREPARED_PARTITION,
     DEVICE_STATUS_REPORTED,
+    HEALTH_POD_STATUS,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
     DRIVER_RESTART_SLICES_KEPT,
@@ -521,6 +523,18 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "no-device-status",
         misbehaviour: "prepared devices are never reported in the claim's status.devices, so neither people nor controllers see their state",
         breaks: &[&[DEVICE_STATUS_REPORTED]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "no-health",
+        misbehaviour: "the driver offers no DRAResourceHealth service: a device that turns faulty under a running pod never shows in the pod's status",
+        breaks: &[&[HEALTH_POD_STATUS]],
+        may_break: &[],
+    },
+    FaultCase {
+        fault: "health-wrong-device",
+        misbehaviour: "each device's health is streamed under its neighbour's name: the pod on a faulty device reads healthy, another pod's device reads faulty",
+        breaks: &[&[PLUGIN_HEALTH_REPORTED, HEALTH_POD_STATUS]],
         may_break: &[],
     },
 ];

@@ -4,9 +4,11 @@
 
 use dracheck_clusters::local::Progress;
 use dracheck_example_driver::{DEVICES_PER_NODE, FINDINGS};
-use dracheck_suites::engine::target::{NEEDS_PLUGIN_ACCOUNT, NO_UNHEALTHY_HOOK};
+use dracheck_suites::engine::target::{NEEDS_PLUGIN_ACCOUNT, NO_HEALTH_HOOK, NO_UNHEALTHY_HOOK};
 use dracheck_suites::local_run::{self, LocalRun};
-use dracheck_suites::profile::ids::{PLUGIN_SLICES_OWN_NODE_ONLY, PLUGIN_SLICES_TAINTS_UNHEALTHY};
+use dracheck_suites::profile::ids::{
+    PLUGIN_HEALTH_REPORTED, PLUGIN_SLICES_OWN_NODE_ONLY, PLUGIN_SLICES_TAINTS_UNHEALTHY,
+};
 use dracheck_suites::result::Verdict;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -33,6 +35,7 @@ async fn the_example_driver_meets_every_guarantee_but_its_recorded_findings() {
             (None, Verdict::Skip) if g.id == PLUGIN_SLICES_OWN_NODE_ONLY && g.reason == NEEDS_PLUGIN_ACCOUNT => {}
             // v0.4.0 has no health checks: nothing the suite could do makes a device unhealthy.
             (None, Verdict::Skip) if g.id == PLUGIN_SLICES_TAINTS_UNHEALTHY && g.reason == NO_UNHEALTHY_HOOK => {}
+            (None, Verdict::Skip) if g.id == PLUGIN_HEALTH_REPORTED && g.reason == NO_HEALTH_HOOK => {}
             (None, v) => problems.push(format!("{} is {v}: {}", g.id, g.reason)),
             (Some(f), v) => {
                 problems.push(format!("{} is {v}, but the recorded finding says it fails: {}", g.id, f.why))

@@ -52,12 +52,26 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
         counter_oracle: Some(counter_oracle),
         change_inventory: Some(change),
         mark_unhealthy: Some(unhealthy),
+        set_health: Some(Arc::new(set_health)),
         instance_args: Some(|id| vec![format!("--instance={id}")]),
         installation: Some(crate::installation::installation(
             !faults.iter().any(|f| f == crate::faults::NO_NODE_POLICY),
         )),
         workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
         ..Adapter::runnable("mock", spec(program, inventory, faults), version)
+    })
+}
+
+/// The mock's health checks find the devices its node's health file lists faulty (see
+/// `health`); the file is in its plugin dir, where the suite starts it.
+fn set_health(node: &dracheck_adapter::spec::NodeDirs, unhealthy: &[String]) -> Result<String, String> {
+    let path = node.plugins_dir().join(DRIVER).join(crate::health::HEALTH_FILE);
+    let text: String = unhealthy.iter().map(|d| format!("{d}\n")).collect();
+    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(if unhealthy.is_empty() {
+        format!("the mock's health file {} lists no device", path.display())
+    } else {
+        format!("the mock's health file {} lists {}", path.display(), unhealthy.join(", "))
     })
 }
 

@@ -55,6 +55,7 @@ pub fn adapter(opts: Options) -> Adapter {
         host_inventory: Some(Arc::new(move |published| host.check(published))),
         change_inventory: None,
         mark_unhealthy: None,
+        set_health: None,
         // Installed by its chart: a rolling update is its DaemonSet's, which the suite leaves alone.
         instance_args: None,
         plugin_images: crate::PLUGIN_IMAGES,

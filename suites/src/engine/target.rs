@@ -65,6 +65,11 @@ pub const NO_COMPANION: &str =
 pub const NO_UNHEALTHY_HOOK: &str = "the suite knows no way to make a device of this driver unhealthy as its health checks \
      would find it (its adapter states no mark_unhealthy)";
 
+/// Why the health checks cannot run for a driver whose adapter knows no way to turn one of its
+/// devices unhealthy while it runs (`Adapter::set_health`).
+pub const NO_HEALTH_HOOK: &str = "the suite knows no way to turn a device of this driver unhealthy while it runs, as its health \
+     checks would find it (its adapter states no set_health)";
+
 /// Why the check cannot run for a driver whose plugin's account the suite cannot know.
 pub const NEEDS_PLUGIN_ACCOUNT: &str = "needs the ServiceAccount the driver's kubelet plugin runs as: an installed driver's plugin pods \
      (--driver-pods LABEL-SELECTOR, --driver-namespace NS), or the installation a driver's adapter states (the mock's); a driver the \
@@ -235,6 +240,15 @@ impl Target {
     ) -> Result<T, DisruptionError> {
         let mut local = self.local().await?;
         f(local.driver_mut(node).ok_or_else(|| DisruptionError::NoDriver(node.into()))?)
+    }
+
+    /// The dirs of `node` where the suite runs the driver's process itself (the local cluster's
+    /// nodes), which a driver's adapter may act through (`Adapter::set_health`); `None`
+    /// elsewhere.
+    pub async fn driver_dirs(&self, node: &str) -> Option<dracheck_adapter::spec::NodeDirs> {
+        let mut local = self.local.as_ref()?.lock().await;
+        local.driver_mut(node)?;
+        Some(local.nodes().iter().find(|n| n.name() == node)?.config().dirs())
     }
 
     /// Stops the driver on `node` (gracefully), for [`Target::start_driver`] to start again.

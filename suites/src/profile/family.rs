@@ -150,6 +150,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["device-status"],
     },
     Family {
+        key: "resourceHealth",
+        parameters: &["withinSeconds"],
+        ids: &[HEALTH_POD_STATUS],
+        publishes: Publishes::All(|g| g.resource_health.is_some()),
+        scenarios: &["resource-health"],
+    },
+    Family {
         key: "driverRestart",
         parameters: &["maxDowntimeSeconds"],
         ids: &[

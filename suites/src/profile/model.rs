@@ -62,6 +62,7 @@ pub struct Guarantees {
     pub admin_access: Option<AdminAccess>,
     pub partitionable: Option<Partitionable>,
     pub device_status: Option<DeviceStatus>,
+    pub resource_health: Option<ResourceHealth>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
     pub node_restart: Option<NodeRestart>,
@@ -220,6 +221,25 @@ pub struct DeviceStatus {
 impl DeviceStatus {
     fn default_seconds() -> u64 {
         10
+    }
+
+    pub fn within(&self) -> Duration {
+        Duration::from_secs(self.within_seconds)
+    }
+}
+
+/// Device health reaches the pod (`allocatedResourcesStatus`): within `within_seconds` of a
+/// device of a running pod turning unhealthy, the pod's status shows it `Unhealthy`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResourceHealth {
+    #[serde(default = "ResourceHealth::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    pub within_seconds: u64,
+}
+
+impl ResourceHealth {
+    fn default_seconds() -> u64 {
+        30
     }
 
     pub fn within(&self) -> Duration {

@@ -12,6 +12,7 @@ mod driver_restart;
 mod driver_upgrade;
 mod exhaustion;
 mod force_delete;
+mod health;
 mod impossible;
 mod isolation;
 mod lifecycle;
@@ -43,6 +44,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &prioritized_list::SCENARIO,
         &partitionable::SCENARIO,
         &device_status::SCENARIO,
+        &health::SCENARIO,
         &admin_access::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,

@@ -7,6 +7,7 @@ mod claim_identity;
 mod concurrent;
 mod foreign_node;
 pub(crate) mod harness;
+mod health;
 mod idempotent;
 mod inventory_change;
 mod other_drivers;
@@ -32,6 +33,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &permissions::SCENARIO,
         &inventory_change::SCENARIO,
         &taints::SCENARIO,
+        &health::SCENARIO,
         &prepare::SCENARIO,
         &idempotent::SCENARIO,
         &prepare_retry::SCENARIO,
