@@ -6,8 +6,8 @@
 
 use k8s_openapi::api::resource::v1::{
     CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceRequest, DeviceSelector, DeviceSubRequest,
-    ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
-    ResourceClaimTemplateSpec,
+    DeviceToleration, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec,
+    ResourceClaimTemplate, ResourceClaimTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 
@@ -66,6 +66,17 @@ impl ClaimBuilder {
     pub fn selector(mut self, expression: &str) -> ClaimBuilder {
         self.each_of_first(|e| {
             e.selectors.get_or_insert_default().push(cel(expression));
+        });
+        self
+    }
+
+    /// The first request (each of its alternatives) tolerates every device taint (`operator:
+    /// Exists` without a key), whatever its effect.
+    pub fn tolerate_all_taints(mut self) -> ClaimBuilder {
+        self.each_of_first(|e| {
+            e.tolerations
+                .get_or_insert_default()
+                .push(DeviceToleration { operator: Some("Exists".into()), ..DeviceToleration::default() });
         });
         self
     }
@@ -217,11 +228,12 @@ fn each_exact(request: &mut DeviceRequest, f: &dyn Fn(&mut Exact<'_>)) {
             allocation_mode: &mut e.allocation_mode,
             count: &mut e.count,
             selectors: &mut e.selectors,
+            tolerations: &mut e.tolerations,
         });
     }
     for sub in request.first_available.iter_mut().flatten() {
-        let DeviceSubRequest { device_class_name, allocation_mode, count, selectors, .. } = sub;
-        f(&mut Exact { device_class_name, allocation_mode, count, selectors });
+        let DeviceSubRequest { device_class_name, allocation_mode, count, selectors, tolerations, .. } = sub;
+        f(&mut Exact { device_class_name, allocation_mode, count, selectors, tolerations });
     }
 }
 
@@ -232,6 +244,7 @@ struct Exact<'a> {
     allocation_mode: &'a mut Option<String>,
     count: &'a mut Option<i64>,
     selectors: &'a mut Option<Vec<DeviceSelector>>,
+    tolerations: &'a mut Option<Vec<DeviceToleration>>,
 }
 
 pub(crate) fn cel(expression: impl Into<String>) -> DeviceSelector {

@@ -53,6 +53,10 @@ pub const PARTITIONABLE_PREPARED_PARTITION: &str = "partitionable.prepared-parti
 // deviceStatus
 pub const DEVICE_STATUS_REPORTED: &str = "device-status.reported";
 
+// deviceTaints
+pub const TAINTS_UNHEALTHY_KEPT_OFF: &str = "taints.unhealthy-kept-off";
+pub const TAINTS_RULE_EVICTS: &str = "taints.rule-evicts";
+
 // resourceHealth
 pub const HEALTH_POD_STATUS: &str = "health.pod-status";
 
@@ -165,6 +169,14 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (
         DEVICE_STATUS_REPORTED,
         "the driver reports each device it prepared in the claim's status.devices, with the conditions the profile documents",
+    ),
+    (
+        TAINTS_UNHEALTHY_KEPT_OFF,
+        "a device that turns unhealthy under a running driver is kept from new claims unless they tolerate its taint",
+    ),
+    (
+        TAINTS_RULE_EVICTS,
+        "an administrator's NoExecute DeviceTaintRule on a device evicts the pod using it, with the API's reason",
     ),
     (
         HEALTH_POD_STATUS,

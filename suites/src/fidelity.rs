@@ -23,6 +23,10 @@ pub struct FaultCase {
     /// are wiped 30 s later; blocked pod deletions hold devices that later scenarios wait
     /// for). Every guarantee in neither list must pass.
     pub may_break: &'static [&'static [&'static str]],
+    /// Must be skipped: the fault takes away what the check needs (an optional service the
+    /// driver no longer offers), so the check says why it cannot judge; a profile's guarantee
+    /// that relies on it fails instead.
+    pub skips: &'static [&'static str],
 }
 
 impl FaultCase {
@@ -86,6 +90,8 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     PARTITIONABLE_CAPACITY_RESTORED,
     PARTITIONABLE_PREPARED_PARTITION,
     DEVICE_STATUS_REPORTED,
+    TAINTS_RULE_EVICTS,
+    TAINTS_UNHEALTHY_KEPT_OFF,
     HEALTH_POD_STATUS,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
@@ -113,36 +119,42 @@ pub const FAULTS: &[FaultCase] = &[
         misbehaviour: "the first 2 NodePrepareResources calls of each driver process fail; the kubelet tries a pod's prepare again only at its next resync, 60–90 s later, so the first pods on a node may miss their deadlines and hold their devices meanwhile",
         breaks: &[NEEDS_PREPARE],
         may_break: &[NEEDS_RUNNING_WORKLOADS, NEEDS_ALLOCATION],
+        skips: &[],
     },
     FaultCase {
         fault: "hang-prepare",
         misbehaviour: "NodePrepareResources never answers, past the kubelet's 45 s timeout",
         breaks: &[NEEDS_PREPARE, NEEDS_RUNNING_WORKLOADS],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "exit-on-prepare",
         misbehaviour: "the driver process exits when a prepare arrives; 30 s later the kubelet wipes its slices",
         breaks: &[NEEDS_PREPARE, NEEDS_RUNNING_WORKLOADS],
         may_break: &[NEEDS_ALLOCATION, NEEDS_RUNNING_WORKLOADS],
+        skips: &[],
     },
     FaultCase {
         fault: "non-idempotent-prepare",
         misbehaviour: "each prepare of the same claim returns new CDI IDs",
         breaks: &[&[PLUGIN_PREPARE_IDEMPOTENT]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "lose-checkpoint",
         misbehaviour: "the checkpoint is lost at start-up: after a restart, unprepare leaves the CDI spec behind",
         breaks: &[&[PLUGIN_RESTART_KEEPS_STATE, DRIVER_RESTART_NO_LEAKS, DRIVER_UPGRADE_ROLLING]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "stale-slices-on-exit",
         misbehaviour: "slices stay after a clean shutdown even with --remove-slices-on-exit; the DRA contract leaves removal on exit to the driver (the upstream helper keeps them too) and the kubelet's wipe and the Node's garbage collection remove them, so the suite must not fail anything",
         breaks: &[],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "cdi-without-spec",
@@ -151,6 +163,7 @@ pub const FAULTS: &[FaultCase] = &[
         // Skipped, not failed: a prepare that succeeds with no writable CDI dir may write its
         // specs elsewhere, so the retry cannot be provoked; `plugin.cdi.resolvable` fails it.
         may_break: &[&[PLUGIN_PREPARE_RETRY]],
+        skips: &[],
     },
     FaultCase {
         fault: "wrong-attribute=index=7",
@@ -158,6 +171,7 @@ pub const FAULTS: &[FaultCase] = &[
         // After an inventory change, too, the slices do not hold the inventory.
         breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "wrong-capacity=memory=1Ti",
@@ -169,6 +183,7 @@ pub const FAULTS: &[FaultCase] = &[
             CLAIM_IMPOSSIBLE_EXPLAINED,
         ]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "phantom-devices=32",
@@ -184,12 +199,14 @@ pub const FAULTS: &[FaultCase] = &[
             ADMIN_ACCESS_IN_USE_DEVICE,
         ]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "no-owner-reference",
         misbehaviour: "slices carry no controller ownerRef to their Node, so nothing removes them when the Node is deleted",
         breaks: &[&[PLUGIN_SLICES_OWNED_BY_NODE, NODE_REMOVAL_SLICES_GONE]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "wipe-slices-on-start",
@@ -203,6 +220,7 @@ pub const FAULTS: &[FaultCase] = &[
             DRIVER_UPGRADE_ROLLING,
         ]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "prepare-wrong-device",
@@ -222,6 +240,7 @@ pub const FAULTS: &[FaultCase] = &[
         // The force-delete and prioritized-list scenarios' claims have one device each: where
         // the scheduler allocates the node's first device, the wrong device is the right one.
         may_break: &[&[LIFECYCLE_FORCE_DELETE, PRIORITIZED_CHOSEN_SUBREQUEST]],
+        skips: &[],
     },
     FaultCase {
         fault: "prepare-first-device-only",
@@ -238,12 +257,14 @@ pub const FAULTS: &[FaultCase] = &[
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "wrong-version=0.0.1",
         misbehaviour: "`--version` states 0.0.1, like a build without its release stamp; the profiles require >=0.1",
         breaks: &[&[VERSIONS_DRIVER]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "wrong-attribute=model=h100",
@@ -259,12 +280,14 @@ pub const FAULTS: &[FaultCase] = &[
             NEEDS_RUNNING_WORKLOADS,
         ],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "prepare-foreign-claims",
         misbehaviour: "prepare does not check the pool, so a claim allocated on another node gets this node's devices of the same names",
         breaks: &[&[PLUGIN_PREPARE_REFUSES_FOREIGN_NODE]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "reset-devices-on-start",
@@ -276,6 +299,7 @@ pub const FAULTS: &[FaultCase] = &[
             DRIVER_UPGRADE_ROLLING,
         ]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "register-first-start-only",
@@ -297,12 +321,14 @@ pub const FAULTS: &[FaultCase] = &[
             DRIVER_UPGRADE_ROLLING,
         ]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "register-v1beta1-only",
         misbehaviour: "GetInfo offers only v1beta1.DRAPlugin; the kubelet falls back to it and everything else works",
         breaks: &[&[PLUGIN_REGISTRATION_INFO]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "never-unprepare",
@@ -323,6 +349,7 @@ pub const FAULTS: &[FaultCase] = &[
             NODE_REBOOT_WORKLOADS_RESUME,
         ]],
         may_break: &[NEEDS_ALLOCATION, NEEDS_RUNNING_WORKLOADS],
+        skips: &[],
     },
     FaultCase {
         fault: "no-slice-reconcile",
@@ -331,24 +358,28 @@ pub const FAULTS: &[FaultCase] = &[
         // as a rule; where the wipe comes later, nothing publishes them again.
         breaks: &[&[PLUGIN_SLICES_RECREATED, NODE_RESTART_DRIVER_RECOVERS]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
+        skips: &[],
     },
     FaultCase {
         fault: "foreign-slice=node-99",
         misbehaviour: "also publishes a slice for node-99, a node that does not exist",
         breaks: &[&[PLUGIN_SLICES_OWNED_BY_NODE]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "strict-authority",
         misbehaviour: "the registration socket's HTTP/2 server refuses the `:authority` the kubelet's plugin watcher sends (the socket path), as a plain tonic server does: GetInfo fails, the plugin never registers, and no claim is prepared",
         breaks: &[NEEDS_REGISTRATION, NEEDS_PREPARE, NEEDS_RUNNING_WORKLOADS],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "trust-checkpoint",
         misbehaviour: "a prepare of a claim the driver's checkpoint lists answers from the checkpoint without writing the CDI spec again; after a node reboot (CDI specs on tmpfs gone, checkpoints on disk kept) the kubelet prepares the pods' claims again, and their containers cannot be created; a prepare that failed after its checkpoint entry was written is answered the same way when the kubelet retries it",
         breaks: &[&[NODE_REBOOT_WORKLOADS_RESUME, PLUGIN_PREPARE_RETRY]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "trust-published",
@@ -357,6 +388,7 @@ pub const FAULTS: &[FaultCase] = &[
         // again on a changed inventory, it publishes nothing of the change.
         breaks: &[&[DRIVER_RESTART_LONG_OUTAGE, PLUGIN_SLICES_FOLLOW_INVENTORY, PLUGIN_SLICES_TAINTS_UNHEALTHY]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
+        skips: &[],
     },
     FaultCase {
         fault: "expire-cdi-spec=10",
@@ -366,6 +398,7 @@ pub const FAULTS: &[FaultCase] = &[
         // a loaded machine fails too.
         breaks: &[&[LIFECYCLE_CONTAINER_RESTART]],
         may_break: &[&[NODE_REBOOT_WORKLOADS_RESUME]],
+        skips: &[],
     },
     FaultCase {
         fault: "prepare-every-result",
@@ -374,24 +407,28 @@ pub const FAULTS: &[FaultCase] = &[
         // shares one with it, and the kubelet asks both to prepare it.
         breaks: &[&[PLUGIN_PREPARE_OWN_RESULTS_ONLY, DRIVERS_COEXIST]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "key-by-name",
         misbehaviour: "a prepare finds a claim in the checkpoint by its name, not its UID: of two claims of one name prepared on a node, the second gets the first's devices",
         breaks: &[&[PLUGIN_PREPARE_KEYED_BY_UID]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "ignore-config",
         misbehaviour: "prepare applies no opaque configuration: every device is set up the same way, whatever the class and the claim ask",
         breaks: &[&[CONFIG_CLASS_AND_CLAIM, CONFIG_PER_REQUEST, PRIORITIZED_CHOSEN_SUBREQUEST]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "config-to-every-request",
         misbehaviour: "every opaque configuration of a claim is applied to every device, whichever requests it names: a container gets another request's settings",
         breaks: &[&[CONFIG_PER_REQUEST]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "class-config-wins",
@@ -399,6 +436,7 @@ pub const FAULTS: &[FaultCase] = &[
         // The per-request claim's first request has both too.
         breaks: &[&[CONFIG_CLASS_AND_CLAIM, CONFIG_PER_REQUEST]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "drop-unlisted-claims",
@@ -408,48 +446,56 @@ pub const FAULTS: &[FaultCase] = &[
         // prepare comes between the first's and the creation of its container (on a real node
         // its sandbox is made in between), the first cannot be created.
         may_break: &[&[RETENTION_TEMPLATE_CLAIM_DELETED, RETENTION_STANDALONE_CLAIM_DEALLOCATED, LIFECYCLE_UNPREPARED]],
+        skips: &[],
     },
     FaultCase {
         fault: "unprepare-needs-claim",
         misbehaviour: "an unprepare reads the claim from the API server to learn what to undo and fails when it is gone: a force-deleted pod's claim, deleted before the kubelet tears the pod down, stays prepared for good, and a new claim of its name never starts on the node",
         breaks: &[&[LIFECYCLE_FORCE_DELETE]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "stale-devices",
         misbehaviour: "devices published before that the inventory no longer has stay published: after a device is taken out, the scheduler can still allocate it",
         breaks: &[&[PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "no-generation-bump",
         misbehaviour: "a change of the inventory is published under the pool generation already there, also one that adds a slice, so consumers cannot tell the new set from the old",
         breaks: &[&[PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "upgrade-renames-devices",
         misbehaviour: "a new instance publishes the devices under other names: through a rolling update the pool changes under the claims allocated from it, and the old instance, still running, writes its names back",
         breaks: &[&[DRIVER_UPGRADE_FAILED, DRIVER_UPGRADE_ROLLING]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "upgrade-forgets-claims",
         misbehaviour: "a new instance starts with an empty state: the claims the old one prepared are unknown to it, and their unprepare leaves their CDI specs behind",
         breaks: &[&[DRIVER_UPGRADE_ROLLING]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "upgrade-removes-sockets",
         misbehaviour: "a new instance deletes the sockets of the running one as leftovers: the kubelet drops the old instance, and when the new one fails and goes, no instance serves the node",
         breaks: &[&[DRIVER_UPGRADE_FAILED]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "exit-on-refused-registration",
         misbehaviour: "a plugin the kubelet refuses ends its process, as CSI's node-driver-registrar does: it is gone until its container is restarted, and its slices are wiped meanwhile",
         breaks: &[&[PLUGIN_REGISTRATION_RECOVERS]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "duplicate-device",
@@ -465,42 +511,49 @@ pub const FAULTS: &[FaultCase] = &[
             NEEDS_RUNNING_WORKLOADS,
         ],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "no-node-policy",
         misbehaviour: "its installation gives its plugin's account the rights on ResourceSlices and no admission policy: a node's plugin may write any node's slices",
         breaks: &[&[PLUGIN_SLICES_OWN_NODE_ONLY]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "config-by-exact-request",
         misbehaviour: "a configuration reaches a device only where it names the result's request exactly: one given for a whole `firstAvailable` request misses the device of its chosen alternative",
         breaks: &[&[PRIORITIZED_CHOSEN_SUBREQUEST]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "subrequest-request-names",
         misbehaviour: "a prepare answers `request/alternative` as the request names of a result for an alternative: the kubelet gives a container that names the request none of its devices",
         breaks: &[&[PRIORITIZED_CHOSEN_SUBREQUEST]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "refuse-in-use",
         misbehaviour: "a prepare fails for a device another prepared claim holds: an admin-access claim on a device in use never runs",
         breaks: &[&[ADMIN_ACCESS_IN_USE_DEVICE]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "untainted-unhealthy",
         misbehaviour: "a device its health checks find faulty is published as before, without a taint: the scheduler goes on handing it out",
-        breaks: &[&[PLUGIN_SLICES_TAINTS_UNHEALTHY]],
+        breaks: &[&[PLUGIN_SLICES_TAINTS_UNHEALTHY, TAINTS_UNHEALTHY_KEPT_OFF]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "counters-larger",
         misbehaviour: "a partitionable GPU's shared counters are published at twice its size, so the scheduler may hand out partitions the device cannot hold together",
         breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, PARTITIONABLE_COUNTERS_RESPECTED, PARTITIONABLE_CAPACITY_RESTORED]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "partition-consumes-nothing",
@@ -512,30 +565,35 @@ pub const FAULTS: &[FaultCase] = &[
             PARTITIONABLE_CAPACITY_RESTORED,
         ]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "prepare-whole-device",
         misbehaviour: "a partition is prepared as the whole device it is part of, so its container gets more than was allocated (and what other partitions hold)",
         breaks: &[&[PARTITIONABLE_PREPARED_PARTITION]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "no-device-status",
         misbehaviour: "prepared devices are never reported in the claim's status.devices, so neither people nor controllers see their state",
         breaks: &[&[DEVICE_STATUS_REPORTED]],
         may_break: &[],
+        skips: &[],
     },
     FaultCase {
         fault: "no-health",
         misbehaviour: "the driver offers no DRAResourceHealth service: a device that turns faulty under a running pod never shows in the pod's status",
         breaks: &[&[HEALTH_POD_STATUS]],
         may_break: &[],
+        skips: &[PLUGIN_HEALTH_REPORTED],
     },
     FaultCase {
         fault: "health-wrong-device",
         misbehaviour: "each device's health is streamed under its neighbour's name: the pod on a faulty device reads healthy, another pod's device reads faulty",
         breaks: &[&[PLUGIN_HEALTH_REPORTED, HEALTH_POD_STATUS]],
         may_break: &[],
+        skips: &[],
     },
 ];
 
@@ -582,6 +640,10 @@ pub const NOT_DRIVER_PROPERTIES: &[NotDriverProperty] = &[
         id: ADMIN_ACCESS_NAMESPACE_LABEL,
         why: "the API server's validation refuses an admin-access claim in a namespace without the label before any driver sees it",
     },
+    NotDriverProperty {
+        id: TAINTS_RULE_EVICTS,
+        why: "the device-taint eviction controller evicts the pods whose claims have a device an administrator's NoExecute rule taints; a driver can only keep the pod from running, as the prepare faults do",
+    },
     NotDriverProperty { id: VERSIONS_KUBERNETES, why: "the cluster's version" },
 ];
 
@@ -590,12 +652,21 @@ pub fn mismatch(case: &FaultCase, result: &RunResult) -> Option<String> {
     let failed: BTreeSet<&str> = result.all().filter(|g| g.verdict == Verdict::Fail).map(|g| g.id.as_str()).collect();
     let not_passed: BTreeSet<&str> =
         result.all().filter(|g| g.verdict != Verdict::Pass).map(|g| g.id.as_str()).collect();
+    let skipped: BTreeSet<&str> = result.all().filter(|g| g.verdict == Verdict::Skip).map(|g| g.id.as_str()).collect();
     let (breaks, may) = (case.breaks(), case.may_break());
     let missed: Vec<&str> = breaks.iter().copied().filter(|id| !failed.contains(id)).collect();
-    let extra: Vec<&str> = not_passed.iter().copied().filter(|id| !breaks.contains(id) && !may.contains(id)).collect();
-    match (missed.is_empty(), extra.is_empty()) {
-        (true, true) => None,
-        _ => Some(format!("expected to fail but did not: {missed:?}; did not pass but should have: {extra:?}")),
+    let unskipped: Vec<&str> = case.skips.iter().copied().filter(|id| !skipped.contains(id)).collect();
+    let extra: Vec<&str> = not_passed
+        .iter()
+        .copied()
+        .filter(|id| !breaks.contains(id) && !may.contains(id) && !case.skips.contains(id))
+        .collect();
+    match (missed.is_empty(), unskipped.is_empty(), extra.is_empty()) {
+        (true, true, true) => None,
+        _ => Some(format!(
+            "expected to fail but did not: {missed:?}; expected to be skipped but were not: {unskipped:?}; did not \
+             pass but should have: {extra:?}"
+        )),
     }
 }
 
@@ -624,7 +695,10 @@ pub fn markdown_table() -> String {
             "| `{}` | {} | {} | {} |\n",
             c.fault,
             c.misbehaviour,
-            list(&c.breaks()),
+            match c.skips {
+                [] => list(&c.breaks()),
+                skips => format!("{}; skipped: {}", list(&c.breaks()), list(skips)),
+            },
             list(&c.may_break())
         ));
     }

@@ -79,7 +79,10 @@ fn report(node: &str, pool: &Pool, faults: &Faults) -> health_v1::NodeWatchResou
         .iter()
         .zip(healthy)
         .map(|(d, healthy)| health_v1::DeviceHealth {
-            device: Some(health_v1::DeviceIdentifier { pool_name: node.to_string(), device_name: d.name().to_string() }),
+            device: Some(health_v1::DeviceIdentifier {
+                pool_name: node.to_string(),
+                device_name: d.name().to_string(),
+            }),
             health: if healthy { health_v1::HealthStatus::Healthy } else { health_v1::HealthStatus::Unhealthy }.into(),
             last_updated_time: now,
             health_check_timeout_seconds: 0,

@@ -181,8 +181,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
             })
         }
     };
-    let follow =
-        tokio::spawn(reload::follow(
+    let follow = tokio::spawn(reload::follow(
         args.inventory.clone(),
         health_file,
         args.node_name.clone(),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use dracheck_objects::{PodBuilder, published};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::wait::Condition;
 use serde::Serialize;
@@ -20,6 +20,13 @@ use super::target::Target;
 use super::wait;
 use crate::profile::Profile;
 use crate::result::{AllocatedDevice, Evidence, GuaranteeResult, Verdict};
+
+/// A cluster-scoped object a scenario made, by name, removed when it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterObject {
+    Class(String),
+    TaintRule(String),
+}
 
 pub struct Ctx<'a> {
     pub target: &'a Target,
@@ -36,7 +43,7 @@ pub struct Ctx<'a> {
     pub spare_nodes: Vec<String>,
     results: Mutex<BTreeMap<String, GuaranteeResult>>,
     allocations: Mutex<Vec<AllocatedDevice>>,
-    cluster_objects: Mutex<Vec<String>>,
+    cluster_objects: Mutex<Vec<ClusterObject>>,
     /// Namespaces besides `ns` that the scenario made.
     namespaces: Mutex<Vec<String>>,
     progress: &'a (dyn Fn(&str) + Sync),
@@ -185,7 +192,7 @@ impl<'a> Ctx<'a> {
         std::mem::take(&mut *self.allocations.lock().unwrap())
     }
 
-    pub(crate) fn take_cluster_objects(&self) -> Vec<String> {
+    pub(crate) fn take_cluster_objects(&self) -> Vec<ClusterObject> {
         std::mem::take(&mut *self.cluster_objects.lock().unwrap())
     }
 
@@ -238,7 +245,20 @@ impl<'a> Ctx<'a> {
         let mut class = class.clone();
         super::runner::mark(&mut class.metadata, &self.run_id);
         api.create(&PostParams::default(), &class).await.doing(|| format!("creating DeviceClass {name}"))?;
-        self.cluster_objects.lock().unwrap().push(name);
+        self.cluster_objects.lock().unwrap().push(ClusterObject::Class(name));
+        Ok(())
+    }
+
+    /// Creates a DeviceTaintRule for this scenario; removed when the scenario ends, or by
+    /// `cargo xtask cleanup` if the run is killed before (a rule left behind would keep its
+    /// devices from every claim).
+    pub async fn create_taint_rule(&self, rule: &DeviceTaintRule) -> Result<(), ScenarioError> {
+        let name = rule.metadata.name.clone().unwrap_or_default();
+        let api: Api<DeviceTaintRule> = Api::all(self.client());
+        let mut rule = rule.clone();
+        super::runner::mark(&mut rule.metadata, &self.run_id);
+        api.create(&PostParams::default(), &rule).await.doing(|| format!("creating DeviceTaintRule {name}"))?;
+        self.cluster_objects.lock().unwrap().push(ClusterObject::TaintRule(name));
         Ok(())
     }
 

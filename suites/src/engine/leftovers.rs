@@ -1,5 +1,5 @@
 //! What runs that are gone left on a cluster: a run killed before its cleanup (SIGKILL, a lost
-//! terminal) leaves its namespaces and DeviceClasses behind. Each carries the run label and
+//! terminal) leaves its namespaces, DeviceClasses and DeviceTaintRules behind. Each carries the run label and
 //! its owner's annotations (`runner::mark`), so `cargo xtask cleanup` can remove exactly those
 //! whose run has ended and keep those of a run that still goes on.
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use dracheck_clusters::local::owner::{OwnerState, RunOwner};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::resource::v1::DeviceClass;
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta};
 
 use super::runner::RUN_LABEL;
@@ -77,7 +77,8 @@ impl std::fmt::Display for Leftover {
     }
 }
 
-/// Every namespace and DeviceClass with the run label.
+/// Every namespace, DeviceClass and DeviceTaintRule with the run label (DeviceTaintRules where
+/// the API serves them: a rule left behind would keep its device from every claim).
 pub async fn find(client: &kube::Client) -> kube::Result<Vec<Leftover>> {
     let lp = ListParams::default().labels(RUN_LABEL);
     let nss: Api<Namespace> = Api::all(client.clone());
@@ -85,6 +86,11 @@ pub async fn find(client: &kube::Client) -> kube::Result<Vec<Leftover>> {
     let mut out: Vec<Leftover> =
         nss.list_metadata(&lp).await?.items.iter().filter_map(|n| Leftover::of("Namespace", &n.metadata)).collect();
     out.extend(classes.list_metadata(&lp).await?.items.iter().filter_map(|c| Leftover::of("DeviceClass", &c.metadata)));
+    match Api::<DeviceTaintRule>::all(client.clone()).list_metadata(&lp).await {
+        Ok(rules) => out.extend(rules.items.iter().filter_map(|r| Leftover::of("DeviceTaintRule", &r.metadata))),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e),
+    }
     Ok(out)
 }
 
@@ -97,6 +103,12 @@ pub async fn remove(client: &kube::Client, leftover: &Leftover) -> kube::Result<
     match leftover.kind {
         "Namespace" => gone(
             Api::<Namespace>::all(client.clone()).delete(&leftover.name, &DeleteParams::background()).await.map(drop),
+        ),
+        "DeviceTaintRule" => gone(
+            Api::<DeviceTaintRule>::all(client.clone())
+                .delete(&leftover.name, &DeleteParams::default())
+                .await
+                .map(drop),
         ),
         _ => gone(
             Api::<DeviceClass>::all(client.clone()).delete(&leftover.name, &DeleteParams::default()).await.map(drop),

@@ -306,8 +306,12 @@ async fn run_one(
         results.len()
     ));
     let classes: Api<DeviceClass> = Api::all(target.client.clone());
-    for name in ctx.take_cluster_objects() {
-        let _ = classes.delete(&name, &DeleteParams::default()).await;
+    let rules: Api<k8s_openapi::api::resource::v1::DeviceTaintRule> = Api::all(target.client.clone());
+    for object in ctx.take_cluster_objects() {
+        let _ = match object {
+            super::ctx::ClusterObject::Class(name) => classes.delete(&name, &DeleteParams::default()).await.map(drop),
+            super::ctx::ClusterObject::TaintRule(name) => rules.delete(&name, &DeleteParams::default()).await.map(drop),
+        };
     }
     let nss: Api<Namespace> = Api::all(target.client.clone());
     for ns in std::iter::once(ns.clone()).chain(ctx.take_namespaces()) {

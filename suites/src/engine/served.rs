@@ -226,3 +226,27 @@ pub async fn class_extended_resource_dropped(client: &kube::Client) -> Result<Op
     let kept = stored.spec.and_then(|s| s.extended_resource_name).is_some();
     Ok((!kept).then(|| dropped_from("DeviceClass", "spec.extendedResourceName", EXTENDED_RESOURCE_GATE)))
 }
+
+/// The feature gate that serves DeviceTaintRules (GA and on in 1.37, beta and off in 1.36).
+const TAINT_RULES_GATE: &str = "DRADeviceTaintRules";
+
+/// `None` where the API server serves `resource.k8s.io/v1` DeviceTaintRules (a dry-run create
+/// of `rule`); otherwise the reason to skip, naming the gate. A kind that is not served is
+/// refused with 404, not dropped.
+pub async fn taint_rules_unserved(
+    client: &kube::Client,
+    rule: &k8s_openapi::api::resource::v1::DeviceTaintRule,
+) -> Result<Option<String>, ScenarioError> {
+    let api: Api<k8s_openapi::api::resource::v1::DeviceTaintRule> = Api::all(client.clone());
+    match as_stored(&api, rule).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Some(format!(
+            "the API server does not serve resource.k8s.io/v1 DeviceTaintRules (404): feature gate {TAINT_RULES_GATE} is off"
+        ))),
+        stored => {
+            stored.doing(|| {
+                "creating a DeviceTaintRule with dryRun=All, to see whether DeviceTaintRules are served".to_string()
+            })?;
+            Ok(None)
+        }
+    }
+}

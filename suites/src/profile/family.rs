@@ -150,6 +150,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["device-status"],
     },
     Family {
+        key: "deviceTaints",
+        parameters: &["evictionWithinSeconds"],
+        ids: &[TAINTS_RULE_EVICTS, TAINTS_UNHEALTHY_KEPT_OFF],
+        publishes: Publishes::All(|g| g.device_taints.is_some()),
+        scenarios: &["device-taints"],
+    },
+    Family {
         key: "resourceHealth",
         parameters: &["withinSeconds"],
         ids: &[HEALTH_POD_STATUS],

@@ -62,6 +62,7 @@ pub struct Guarantees {
     pub admin_access: Option<AdminAccess>,
     pub partitionable: Option<Partitionable>,
     pub device_status: Option<DeviceStatus>,
+    pub device_taints: Option<DeviceTaints>,
     pub resource_health: Option<ResourceHealth>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
@@ -225,6 +226,26 @@ impl DeviceStatus {
 
     pub fn within(&self) -> Duration {
         Duration::from_secs(self.within_seconds)
+    }
+}
+
+/// Device taints do what they promise: an administrator's `NoExecute` DeviceTaintRule evicts
+/// the pod on the device within `eviction_within_seconds`; a device that turns unhealthy is
+/// kept from claims that do not tolerate its taint.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeviceTaints {
+    #[serde(default = "DeviceTaints::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    pub eviction_within_seconds: u64,
+}
+
+impl DeviceTaints {
+    fn default_seconds() -> u64 {
+        30
+    }
+
+    pub fn eviction_within(&self) -> Duration {
+        Duration::from_secs(self.eviction_within_seconds)
     }
 }
 

@@ -78,7 +78,9 @@ fn failures(r: &RunResult) -> String {
 /// The evidence (events, kubelet and driver logs) of the guarantees that did not pass though
 /// the case does not break them: all that is left of a flaky run once its cluster is gone.
 fn unexpected_evidence(case: Option<&FaultCase>, r: &RunResult) -> String {
-    let expected = |id: &str| case.is_some_and(|c| c.breaks().contains(&id) || c.may_break().contains(&id));
+    let expected = |id: &str| {
+        case.is_some_and(|c| c.breaks().contains(&id) || c.may_break().contains(&id) || c.skips.contains(&id))
+    };
     r.all()
         .filter(|g| g.verdict != Verdict::Pass && !expected(&g.id))
         .flat_map(|g| {

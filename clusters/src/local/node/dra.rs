@@ -4,7 +4,7 @@
 //! running pods from the checkpoint without calling the driver (Prepare only runs before a
 //! pod's sandbox is created), and can still unprepare claims whose objects are gone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,6 +16,8 @@ use kube::api::Api;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
+use super::health::DeviceKey;
+use super::health::status::ClaimDevices;
 use super::plugins::Registry;
 
 /// One prepared device, as the driver returned it.
@@ -94,6 +96,20 @@ fn entry_for(state: &[ClaimEntry], ns: &str, name: &str, uid: &str) -> Result<Op
         return Err(format!("ResourceClaim {name} is being unprepared"));
     }
     Ok(Some(i))
+}
+
+/// The pods of the entries whose devices include any of `devices`.
+fn pods_using(state: &[ClaimEntry], devices: &[DeviceKey]) -> Vec<String> {
+    let holds = |e: &ClaimEntry, k: &DeviceKey| {
+        e.driver_state
+            .get(&k.driver)
+            .is_some_and(|ds| ds.iter().any(|d| d.pool_name == k.pool && d.device_name == k.device))
+    };
+    let mut out: Vec<String> =
+        state.iter().filter(|e| devices.iter().any(|k| holds(e, k))).flat_map(|e| e.pod_uids.iter().cloned()).collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 pub struct DraManager {
@@ -269,6 +285,19 @@ impl DraManager {
         state.iter().filter(|e| e.pod_uids.iter().any(|p| p == pod_uid)).map(|e| e.claim_name.clone()).collect()
     }
 
+    /// The devices of every claim of namespace `ns` the kubelet knows, by claim name (empty
+    /// while a claim's prepare has not succeeded), for the pods' `allocatedResourcesStatus`.
+    pub async fn claim_devices(&self, ns: &str) -> HashMap<String, ClaimDevices> {
+        let state = self.state.lock().await;
+        state.iter().filter(|e| e.namespace == ns).map(|e| (e.claim_name.clone(), e.driver_state.clone())).collect()
+    }
+
+    /// The pods whose claims hold any of `devices`, whose status a health change touches (as
+    /// upstream's `HandleWatchResourcesStream` finds them in its claim cache).
+    pub async fn pods_using(&self, devices: &[DeviceKey]) -> Vec<String> {
+        pods_using(&self.state.lock().await, devices)
+    }
+
     /// Every pod the checkpoint names, for the reconcile of pods that went while no kubelet
     /// watched (upstream's reconcile loop over its active pods).
     pub async fn pods(&self) -> Vec<String> {
@@ -348,6 +377,39 @@ mod tests {
         assert_eq!(entry_for(&state, "b", "gpu", "uid-2"), Ok(Some(1)));
         let refused = entry_for(&state, "a", "gpu", "uid-9").unwrap_err();
         assert!(refused.contains("different UID uid-1 still exists"), "{refused}");
+    }
+
+    #[test]
+    fn a_health_change_reaches_the_pods_of_the_claims_holding_the_device() {
+        let gpu = |pool: &str, name: &str| PreparedDevice {
+            pool_name: pool.into(),
+            device_name: name.into(),
+            request_names: vec![],
+            cdi_device_ids: vec![],
+        };
+        let shared = ClaimEntry {
+            pod_uids: vec!["pod-b".into(), "pod-a".into()],
+            driver_state: BTreeMap::from([("gpu.example.com".to_string(), vec![gpu("node-1", "gpu-0")])]),
+            ..entry("a", "shared", "uid-1")
+        };
+        let other = ClaimEntry {
+            pod_uids: vec!["pod-c".into()],
+            driver_state: BTreeMap::from([("gpu.example.com".to_string(), vec![gpu("node-1", "gpu-1")])]),
+            ..entry("a", "other", "uid-2")
+        };
+        let key = |driver: &str, device: &str| DeviceKey {
+            driver: driver.into(),
+            pool: "node-1".into(),
+            device: device.into(),
+        };
+        let state = [shared, other];
+        assert_eq!(pods_using(&state, &[key("gpu.example.com", "gpu-0")]), ["pod-a", "pod-b"]);
+        assert_eq!(
+            pods_using(&state, &[key("gpu.example.com", "gpu-0"), key("gpu.example.com", "gpu-1")]),
+            ["pod-a", "pod-b", "pod-c"]
+        );
+        // The same pool and device name of another driver is another device.
+        assert!(pods_using(&state, &[key("nic.example.com", "gpu-0")]).is_empty());
     }
 
     #[test]

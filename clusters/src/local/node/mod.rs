@@ -1,6 +1,7 @@
 //! Emulated nodes: each one plays the kubelet's DRA role against the real control plane
 //! (Node object and Lease, plugin registration, Prepare/Unprepare with a checkpoint, CDI
-//! resolution, containers as host processes, the log endpoint). README.md lists where the
+//! resolution, containers as host processes, device health in the pods' status, the log
+//! endpoint). README.md lists where the
 //! emulation differs from a real kubelet.
 
 pub mod cdi;
@@ -8,6 +9,7 @@ pub mod config;
 mod dra;
 mod env;
 mod events;
+mod health;
 mod heartbeat;
 mod logs;
 pub mod plugins;
@@ -23,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::config::NodeConfig;
 use self::dra::DraManager;
 use self::events::Log;
+use self::health::HealthCache;
 use self::logs::PodIndex;
 use self::plugins::Registry;
 pub(crate) use self::runtime::DEFAULT_PATH;
@@ -97,11 +100,13 @@ impl EmulatedNode {
         self.kubelet = CancellationToken::new();
         self.registry = Arc::new(Registry::default());
         let dra = Arc::new(DraManager::load(self.client.clone(), self.registry.clone(), self.checkpoint_path()));
+        let health = Arc::new(HealthCache::load(self.cfg.state_dir().join("dra_health_state"), self.log.clone()));
         let worker = pods::PodWorker {
             client: self.client.clone(),
             cfg: self.cfg.clone(),
             runtime: self.runtime.clone(),
             dra,
+            health: health.clone(),
             log: self.log.clone(),
             index: self.index.clone(),
         };
@@ -117,6 +122,7 @@ impl EmulatedNode {
                 self.client.clone(),
                 self.cfg.clone(),
                 self.registry.clone(),
+                health,
                 self.log.clone(),
                 self.kubelet.clone(),
             )),

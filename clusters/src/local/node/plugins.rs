@@ -2,7 +2,8 @@
 //! `plugins_registry` dir, ask each new socket `GetInfo`, pick the newest DRA service the
 //! plugin offers (v1, else v1beta1), confirm with `NotifyRegistrationStatus`. When a plugin's
 //! socket goes away or stops answering, its node's slices are wiped after a delay unless it
-//! registers again in time.
+//! registers again in time. An instance that offers the health service has its health stream
+//! (`health::watch`) for as long as it stays registered.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,12 +17,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::NodeConfig;
 use super::events::Log;
+use super::health::HealthCache;
+use super::health::watch::{self as health_watch, Watch};
 
 #[derive(Debug, Clone)]
 pub struct Plugin {
     pub driver: String,
     pub endpoint: PathBuf,
     pub client: DraClient,
+    /// The health service it is watched through, if it offers one.
+    pub health: Option<health_watch::Service>,
     reg_socket: PathBuf,
 }
 
@@ -33,6 +38,8 @@ pub struct Registry {
     /// Sockets that failed registration, so they are not asked again until they change.
     refused: Mutex<HashMap<PathBuf, std::time::SystemTime>>,
     wipes: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// The health stream of each registered instance that offers one, by registration socket.
+    health: Mutex<HashMap<PathBuf, Watch>>,
 }
 
 impl Registry {
@@ -68,12 +75,22 @@ impl Registry {
     }
 
     /// Adds an instance as the driver's newest; one that took over an instance's endpoint
-    /// (a restart on the same sockets) replaces it.
-    fn add(&self, plugin: Plugin) {
+    /// (a restart on the same sockets) replaces it. Returns the replaced instances.
+    fn add(&self, plugin: Plugin) -> Vec<Plugin> {
         let mut plugins = self.plugins.lock().unwrap();
         let instances = plugins.entry(plugin.driver.clone()).or_default();
-        instances.retain(|p| p.endpoint != plugin.endpoint);
+        let (replaced, kept) = std::mem::take(instances).into_iter().partition(|p| p.endpoint == plugin.endpoint);
+        *instances = kept;
         instances.push(plugin);
+        replaced
+    }
+
+    /// Ends the health stream of an instance that is no longer registered, if it had one.
+    async fn stop_health(&self, gone: &Plugin) {
+        let watch = self.health.lock().unwrap().remove(&gone.reg_socket);
+        if let Some(w) = watch {
+            w.stop().await;
+        }
     }
 }
 
@@ -90,12 +107,20 @@ pub async fn wipe_slices(client: &kube::Client, node: &str, driver: Option<&str>
 
 /// Watches the registry dir until `stop`. Wipes still pending then are dropped: they are
 /// timers of this kubelet, and a stopped kubelet (a removed or restarting node) wipes nothing.
-pub async fn watch(client: kube::Client, cfg: NodeConfig, registry: Arc<Registry>, log: Log, stop: CancellationToken) {
+/// The health streams end too, without forgetting anything (`Watch::abort`).
+pub async fn watch(
+    client: kube::Client,
+    cfg: NodeConfig,
+    registry: Arc<Registry>,
+    health: Arc<HealthCache>,
+    log: Log,
+    stop: CancellationToken,
+) {
     // The kubelet's plugin watcher learns of a new socket through inotify, at once; a scan
     // every 100 ms comes close. Whether a known plugin still answers is probed less often.
     let mut tick = 0u64;
     loop {
-        scan(&client, &cfg, &registry, &log, tick.is_multiple_of(20)).await;
+        scan(&client, &cfg, &registry, &health, &log, tick.is_multiple_of(20)).await;
         tick += 1;
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -105,9 +130,20 @@ pub async fn watch(client: kube::Client, cfg: NodeConfig, registry: Arc<Registry
     for (_, pending) in registry.wipes.lock().unwrap().drain() {
         pending.abort();
     }
+    let streams: Vec<Watch> = registry.health.lock().unwrap().drain().map(|(_, w)| w).collect();
+    for w in streams {
+        w.abort().await;
+    }
 }
 
-async fn scan(client: &kube::Client, cfg: &NodeConfig, registry: &Arc<Registry>, log: &Log, probe: bool) {
+async fn scan(
+    client: &kube::Client,
+    cfg: &NodeConfig,
+    registry: &Arc<Registry>,
+    health: &Arc<HealthCache>,
+    log: &Log,
+    probe: bool,
+) {
     let sockets = list_sockets(&cfg.registry_dir());
     // Plugins whose registration socket is gone, or whose service no longer accepts
     // connections (a crashed plugin leaves its socket files behind).
@@ -116,7 +152,9 @@ async fn scan(client: &kube::Client, cfg: &NodeConfig, registry: &Arc<Registry>,
         if !gone {
             continue;
         }
-        if registry.remove(&p) {
+        let last = registry.remove(&p);
+        registry.stop_health(&p).await;
+        if last {
             log.info(format!(
                 "plugin {} unregistered; wiping its slices in {:?} unless it returns",
                 p.driver, cfg.wipe_delay
@@ -139,8 +177,9 @@ async fn scan(client: &kube::Client, cfg: &NodeConfig, registry: &Arc<Registry>,
         }
         match register(&socket, cfg.call_timeout).await {
             Ok(plugin) => {
+                let health_service = plugin.health.map_or(String::new(), |s| format!(", health {}", s.name()));
                 log.info(format!(
-                    "registered DRA plugin {} ({:?}) at {}",
+                    "registered DRA plugin {} ({:?}{health_service}) at {}",
                     plugin.driver,
                     plugin.client.service(),
                     plugin.endpoint.display()
@@ -149,7 +188,16 @@ async fn scan(client: &kube::Client, cfg: &NodeConfig, registry: &Arc<Registry>,
                     w.abort();
                 }
                 registry.refused.lock().unwrap().remove(&socket);
-                registry.add(plugin);
+                let watched = plugin.health.map(|service| (plugin.driver.clone(), plugin.endpoint.clone(), service));
+                // A replaced instance's stream ends (and forgets the driver's health) before the
+                // new one's starts, so the newcomer's first report is kept.
+                for old in registry.add(plugin) {
+                    registry.stop_health(&old).await;
+                }
+                if let Some((driver, endpoint, service)) = watched {
+                    let w = Watch::start(health.clone(), log.clone(), driver, endpoint, service);
+                    registry.health.lock().unwrap().insert(socket.clone(), w);
+                }
             }
             Err(e) => {
                 log.warn("FailedRegistration", format!("plugin socket {}: {e}", socket.display()));
@@ -195,6 +243,7 @@ async fn accepts(path: &Path) -> bool {
 async fn register(socket: &Path, call_timeout: Duration) -> Result<Plugin, kubelet::RegisterError> {
     let registered = kubelet::register(socket, call_timeout).await?;
     Ok(Plugin {
+        health: health_watch::pick_service(&registered.info.supported_versions),
         driver: registered.info.name,
         endpoint: PathBuf::from(registered.info.endpoint),
         client: registered.client,

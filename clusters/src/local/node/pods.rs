@@ -2,14 +2,17 @@
 //! with the CDI environment, report status, and unprepare the claims once the pod's containers
 //! have all ended or the pod is deleted, whichever comes first, as kubelet's
 //! `SyncTerminatingPod` does: before a terminal phase is reported, and before the pod object
-//! may go (deletion waits while unprepare fails).
+//! may go (deletion waits while unprepare fails). The status carries the health of each
+//! container's devices (`allocatedResourcesStatus`), read when the kubelet would sync the pod:
+//! when its containers change, at its periodic resync, and at once for the pods using a device
+//! whose health changed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceStatus};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use serde_json::json;
@@ -18,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::config::NodeConfig;
 use super::dra::{DraManager, PodClaim};
 use super::events::Log;
+use super::health::HealthCache;
+use super::health::status::allocated_resources_status;
 use super::logs::PodIndex;
 use super::runtime::{ContainerSpec, ContainerStatus, POD_INITIALIZING, Runtime, State};
 
@@ -62,6 +67,14 @@ struct Progress {
     /// Started or taken over by this kubelet instance; false for a pod whose containers run
     /// on from before a restart until its first sync logs where its claims came from.
     known: bool,
+    /// The containers' `allocatedResourcesStatus` as last read, by container name.
+    allocated: BTreeMap<String, Vec<ResourceStatus>>,
+    /// The containers' states when `allocated` was read: a change is a sync (PLEG's event).
+    allocated_for: Option<String>,
+    /// When the pod's resync reads `allocated` again.
+    allocated_resync: Option<Instant>,
+    /// A device of the pod changed its health since `allocated` was read.
+    health_changed: bool,
 }
 
 pub struct PodWorker {
@@ -69,6 +82,7 @@ pub struct PodWorker {
     pub cfg: NodeConfig,
     pub runtime: Arc<Runtime>,
     pub dra: Arc<DraManager>,
+    pub health: Arc<HealthCache>,
     pub log: Log,
     pub index: PodIndex,
 }
@@ -97,6 +111,7 @@ impl PodWorker {
         loop {
             let pods = store.state();
             let seen: Vec<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+            self.take_health_changes(&pods, &mut progress).await;
             for pod in &pods {
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
                 let p = progress.entry(uid).or_default();
@@ -111,6 +126,37 @@ impl PodWorker {
                 _ = tokio::time::sleep(Duration::from_millis(300)) => {}
             }
         }
+    }
+
+    /// Devices whose health changed: the pods using them are synced at once rather than at
+    /// their next resync, as upstream's DRA manager sends their UIDs through `Updates()` and
+    /// the sync loop syncs them (`HandlePodSyncs`). Pods no longer bound here are left out.
+    async fn take_health_changes(&self, pods: &[Arc<Pod>], progress: &mut HashMap<String, Progress>) {
+        let changed = self.health.take_changed();
+        if changed.is_empty() {
+            return;
+        }
+        let mut synced = Vec::new();
+        for uid in self.dra.pods_using(&changed).await {
+            let Some(pod) = pods.iter().find(|p| p.metadata.uid.as_deref() == Some(uid.as_str())) else { continue };
+            progress.entry(uid).or_default().health_changed = true;
+            let meta = &pod.metadata;
+            synced.push(format!(
+                "{}/{}",
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default()
+            ));
+        }
+        if !synced.is_empty() {
+            self.log.info(format!("device health changed; syncing the status of {}", synced.join(", ")));
+        }
+    }
+
+    /// The containers' `allocatedResourcesStatus` as it stands (ResourceHealthStatus and its
+    /// message, both beta and on by default in 1.37).
+    async fn allocated_resources(&self, pod: &Pod) -> BTreeMap<String, Vec<ResourceStatus>> {
+        let prepared = self.dra.claim_devices(pod.metadata.namespace.as_deref().unwrap_or_default()).await;
+        allocated_resources_status(pod, &prepared, |driver, pool, device| self.health.read(driver, pool, device))
     }
 
     /// Pods removed from the API without us (force deletion): stop and unprepare them too.
@@ -332,10 +378,11 @@ impl PodWorker {
     /// A pod whose containers ran before and cannot be created again (after a reboot): its
     /// containers wait with the runtime's error, as kubelet reports them, not running on.
     async fn report_waiting(&self, pod: &Pod, reason: &str, message: &str) {
+        let allocated = self.allocated_resources(pod).await;
         let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
         let statuses: Vec<_> = containers
             .map(|c| {
-                json!({
+                let mut status = json!({
                     "name": c.name,
                     "image": c.image.clone().unwrap_or_default(),
                     "imageID": "",
@@ -343,7 +390,9 @@ impl PodWorker {
                     "started": false,
                     "restartCount": 0,
                     "state": { "waiting": { "reason": reason, "message": message } },
-                })
+                });
+                with_allocated(&mut status, allocated.get(&c.name));
+                status
             })
             .collect();
         let now = dracheck_objects::now().to_string();
@@ -373,17 +422,35 @@ impl PodWorker {
         // the phase stays as it was until the claims are unprepared.
         let current = pod.status.as_ref().and_then(|s| s.phase.clone()).filter(|p| !p.is_empty());
         let phase = if all_done && !p.unprepared { current.as_deref().unwrap_or("Pending") } else { phase };
-        let summary = format!(
+        let containers = format!(
             "{phase} {:?}",
             init.iter().chain(statuses).map(|s| (&s.name, &s.state, s.restart_count)).collect::<Vec<_>>()
         );
+        // Device health is read when the kubelet would sync the pod, not on every pass: a
+        // report that timed out shows at the pod's next sync, as upstream.
+        let resync_due = p.allocated_resync.is_none_or(|t| Instant::now() >= t);
+        if p.health_changed || resync_due || p.allocated_for.as_deref() != Some(&containers) {
+            p.allocated = self.allocated_resources(pod).await;
+            p.allocated_for = Some(containers.clone());
+            p.allocated_resync = Some(Instant::now() + jittered(RESYNC));
+            p.health_changed = false;
+        }
+        let summary = format!("{containers} {:?}", p.allocated);
         if p.last_status.as_deref() == Some(&summary) {
             return;
         }
         let ip = self.cfg.ip.to_string();
         let all_running = !statuses.is_empty() && statuses.iter().all(|s| matches!(s.state, State::Running { .. }));
         let ready = if all_running { "True" } else { "False" };
-        let container_statuses: Vec<_> = statuses.iter().map(|s| status_json(pod, s)).collect();
+        let container_statuses: Vec<_> = statuses
+            .iter()
+            .map(|s| {
+                let mut status = status_json(pod, s);
+                with_allocated(&mut status, p.allocated.get(&s.name));
+                status
+            })
+            .collect();
+        // Upstream reports device health for regular containers only.
         let init_statuses: Vec<_> = init.iter().map(|s| status_json(pod, s)).collect();
         let now = dracheck_objects::now().to_string();
         let cond = |t: &str, status: &str| json!({ "type": t, "status": status, "lastTransitionTime": now });
@@ -451,6 +518,15 @@ fn status_json(pod: &Pod, s: &ContainerStatus) -> serde_json::Value {
         "state": state,
         "lastState": s.last_exit_code.map_or(json!({}), |code| json!({ "terminated": { "exitCode": code } })),
     })
+}
+
+/// Adds a container's `allocatedResourcesStatus` to its status, where it has entries (the
+/// kubelet leaves the field out otherwise; the list replaces the old one, as containerStatuses
+/// is patched whole).
+fn with_allocated(status: &mut serde_json::Value, allocated: Option<&Vec<ResourceStatus>>) {
+    if let Some(entries) = allocated.filter(|e| !e.is_empty()) {
+        status["allocatedResourcesStatus"] = serde_json::to_value(entries).expect("serializes");
+    }
 }
 
 /// The exit code containerd reports for a container whose task vanished with the machine.

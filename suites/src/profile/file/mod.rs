@@ -195,6 +195,8 @@ struct GuaranteesFile {
     #[serde(default)]
     device_status: Option<DeviceStatus>,
     #[serde(default)]
+    device_taints: Option<DeviceTaints>,
+    #[serde(default)]
     resource_health: Option<ResourceHealth>,
     #[serde(default)]
     driver_restart: Option<DriverRestart>,

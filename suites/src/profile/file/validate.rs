@@ -253,6 +253,7 @@ impl Validator<'_> {
             admin_access: g.admin_access,
             partitionable,
             device_status: g.device_status,
+            device_taints: g.device_taints,
             resource_health: g.resource_health,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,

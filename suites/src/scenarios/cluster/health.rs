@@ -76,7 +76,8 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         return Err(ScenarioError::Unmet(format!("the claim has no device of {driver}")));
     };
 
-    let first = ctx.poll_until(FIRST_ENTRY, || async { ctx.get_pod(NAME).await.as_ref().and_then(entry) }, Option::is_some);
+    let first =
+        ctx.poll_until(FIRST_ENTRY, || async { ctx.get_pod(NAME).await.as_ref().and_then(entry) }, Option::is_some);
     if first.await.is_err() {
         ctx.skip(
             ID,
@@ -103,7 +104,10 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     match outcome {
         Ok((_, took)) => ctx.pass(
             ID,
-            format!("{what}: the pod's allocatedResourcesStatus shows claim:{POD_CLAIM} Unhealthy {} later", secs(took)),
+            format!(
+                "{what}: the pod's allocatedResourcesStatus shows claim:{POD_CLAIM} Unhealthy {} later",
+                secs(took)
+            ),
         ),
         Err(last) => ctx.fail(
             ID,

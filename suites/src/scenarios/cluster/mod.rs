@@ -23,6 +23,7 @@ mod node_restart;
 mod partitionable;
 mod prepared_claim;
 mod prioritized_list;
+mod taints;
 mod versions;
 
 use crate::engine::Scenario;
@@ -45,6 +46,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &partitionable::SCENARIO,
         &device_status::SCENARIO,
         &health::SCENARIO,
+        &taints::SCENARIO,
         &admin_access::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,

@@ -34,7 +34,10 @@ fn health(report: &health_v1::NodeWatchResourcesResponse) -> Health {
         .devices
         .iter()
         .map(|d| {
-            let id = d.device.as_ref().map_or_else(|| "(no device)".into(), |d| format!("{}/{}", d.pool_name, d.device_name));
+            let id = d
+                .device
+                .as_ref()
+                .map_or_else(|| "(no device)".into(), |d| format!("{}/{}", d.pool_name, d.device_name));
             (id, format!("{:?}", d.health()))
         })
         .collect()
@@ -42,7 +45,8 @@ fn health(report: &health_v1::NodeWatchResourcesResponse) -> Health {
 
 /// The driver's stream, on the service a 1.37 kubelet picks among those it lists.
 async fn watch(endpoint: &str, services: &[String]) -> Result<Reports, String> {
-    let channel = dracheck_kubelet_api::connect_unix(endpoint).await.map_err(|e| format!("dialling {endpoint}: {e}"))?;
+    let channel =
+        dracheck_kubelet_api::connect_unix(endpoint).await.map_err(|e| format!("dialling {endpoint}: {e}"))?;
     if services.iter().any(|s| s == HEALTH_V1_SERVICE) {
         let stream = health_v1::dra_resource_health_client::DraResourceHealthClient::new(channel)
             .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
@@ -154,9 +158,10 @@ async fn turn(
         )
     })?;
     let cleared = set_health(dirs, &[])?;
-    let sound = until(stream, REPORTED, |seen| seen.get(target).is_some_and(|h| h == "Healthy") && unhealthy(seen).is_empty())
-        .await
-        .map_err(|(seen, why)| format!("{cleared}: {why}; reported unhealthy: {:?}", unhealthy(&seen)))?;
+    let sound =
+        until(stream, REPORTED, |seen| seen.get(target).is_some_and(|h| h == "Healthy") && unhealthy(seen).is_empty())
+            .await
+            .map_err(|(seen, why)| format!("{cleared}: {why}; reported unhealthy: {:?}", unhealthy(&seen)))?;
     Ok(format!(
         "{what}: reported unhealthy within {:.1}s, the other {} device(s) not; sound again within {:.1}s",
         sick.1.as_secs_f64(),
