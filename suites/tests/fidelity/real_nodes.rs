@@ -24,7 +24,8 @@ use dracheck_suites::fidelity::{FAULTS, FaultCase};
 /// driver to prepare (not those prepared on the node already), when the kubelet unprepares the
 /// claim of a force-deleted pod (after its object is gone), which instance of a driver it
 /// calls when one of two loses its sockets, how the kubelet matches a container's request to the
-/// request names a prepare answers (an alternative's). Faults that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
+/// request names a prepare answers (an alternative's), how the kubelet watches a plugin's
+/// health and writes it into the pod's status (or writes `Unknown` where nothing is streamed). Faults that only keep workloads from running (a hanging prepare) give the same verdicts anywhere
 /// and stay with the emulated table.
 const NODE_DEPENDENT: &[&str] = &[
     "strict-authority",
@@ -42,6 +43,8 @@ const NODE_DEPENDENT: &[&str] = &[
     "unprepare-needs-claim",
     "upgrade-removes-sockets",
     "subrequest-request-names",
+    "no-health",
+    "health-wrong-device",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each), and their
