@@ -94,6 +94,27 @@ impl PodBuilder {
         }
     }
 
+    /// One more container, `name`, a copy of the first (image, command, resources).
+    pub fn twin(mut self, name: &str) -> Self {
+        let container = Container { name: name.into(), ..self.spec().containers[0].clone() };
+        self.spec().containers.push(container);
+        self
+    }
+
+    /// Every container asks for `quantity` of the extended resource `resource` in its limits
+    /// (and so its requests), as a pod asks for devices by an extended resource name.
+    pub fn extended_resource(mut self, resource: &str, quantity: &str) -> Self {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        for c in &mut self.spec().containers {
+            c.resources
+                .get_or_insert_with(ResourceRequirements::default)
+                .limits
+                .get_or_insert_default()
+                .insert(resource.into(), Quantity(quantity.into()));
+        }
+        self
+    }
+
     /// Pins the pod to `node` (by its hostname label), as scenarios that share a cluster do
     /// to keep off each other's devices.
     pub fn on_node(mut self, node: &str) -> Self {

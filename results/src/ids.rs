@@ -57,6 +57,10 @@ pub const DEVICE_STATUS_REPORTED: &str = "device-status.reported";
 pub const TAINTS_UNHEALTHY_KEPT_OFF: &str = "taints.unhealthy-kept-off";
 pub const TAINTS_RULE_EVICTS: &str = "taints.rule-evicts";
 
+// extendedResource
+pub const EXTENDED_RESOURCE_PREPARED: &str = "extended-resource.prepared";
+pub const EXTENDED_RESOURCE_CLAIM_DELETED: &str = "extended-resource.claim-deleted";
+
 // resourceHealth
 pub const HEALTH_POD_STATUS: &str = "health.pod-status";
 
@@ -178,6 +182,11 @@ pub const MEANINGS: &[(&str, &str)] = &[
         TAINTS_RULE_EVICTS,
         "an administrator's NoExecute DeviceTaintRule on a device evicts the pod using it, with the API's reason",
     ),
+    (
+        EXTENDED_RESOURCE_PREPARED,
+        "a pod asking for devices as an extended resource runs, its status names the claim made for it, and each container sees its own request's devices",
+    ),
+    (EXTENDED_RESOURCE_CLAIM_DELETED, "the claim made for a pod's extended resources goes with the pod"),
     (
         HEALTH_POD_STATUS,
         "a device of a running pod that turns unhealthy shows as Unhealthy in the pod's allocatedResourcesStatus within the promised time",

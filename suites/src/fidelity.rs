@@ -92,6 +92,8 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     DEVICE_STATUS_REPORTED,
     TAINTS_RULE_EVICTS,
     TAINTS_UNHEALTHY_KEPT_OFF,
+    EXTENDED_RESOURCE_PREPARED,
+    EXTENDED_RESOURCE_CLAIM_DELETED,
     HEALTH_POD_STATUS,
     DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
     DRIVER_RESTART_NEW_CLAIMS_WORK,
@@ -582,6 +584,13 @@ pub const FAULTS: &[FaultCase] = &[
         skips: &[],
     },
     FaultCase {
+        fault: "first-request-names",
+        misbehaviour: "a prepare answers every device of a claim with the request name of the claim's first result: a container that uses another request gets no device",
+        breaks: &[&[CONFIG_PER_REQUEST, EXTENDED_RESOURCE_PREPARED]],
+        may_break: &[],
+        skips: &[],
+    },
+    FaultCase {
         fault: "no-health",
         misbehaviour: "the driver offers no DRAResourceHealth service: a device that turns faulty under a running pod never shows in the pod's status",
         breaks: &[&[HEALTH_POD_STATUS]],
@@ -643,6 +652,10 @@ pub const NOT_DRIVER_PROPERTIES: &[NotDriverProperty] = &[
     NotDriverProperty {
         id: TAINTS_RULE_EVICTS,
         why: "the device-taint eviction controller evicts the pods whose claims have a device an administrator's NoExecute rule taints; a driver can only keep the pod from running, as the prepare faults do",
+    },
+    NotDriverProperty {
+        id: EXTENDED_RESOURCE_CLAIM_DELETED,
+        why: "the garbage collector deletes the claim the scheduler made for a pod, which the pod owns, once the pod is gone; a driver can only keep the pod from running, as the prepare faults do",
     },
     NotDriverProperty { id: VERSIONS_KUBERNETES, why: "the cluster's version" },
 ];

@@ -62,6 +62,8 @@ fn standard_inference_publishes_every_family_but_the_outages() {
             ids::DEVICE_STATUS_REPORTED,
             ids::TAINTS_RULE_EVICTS,
             ids::TAINTS_UNHEALTHY_KEPT_OFF,
+            ids::EXTENDED_RESOURCE_PREPARED,
+            ids::EXTENDED_RESOURCE_CLAIM_DELETED,
             ids::HEALTH_POD_STATUS,
             ids::DRIVER_RESTART_WORKLOAD_KEEPS_DEVICES,
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,

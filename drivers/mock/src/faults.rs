@@ -61,6 +61,7 @@ pub enum Fault {
     PrepareWholeDevice,
     NoDeviceStatus,
     NoHealth,
+    FirstRequestNames,
     HealthWrongDevice,
 }
 
@@ -505,6 +506,15 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "a prepare answers the request names of results for an alternative as `request/alternative`, not as the \
               request a container names",
         form: Form::Bare(Fault::SubrequestRequestNames),
+    },
+    // Like a driver that fills in the request names of its answer from the claim's first
+    // result: the kubelet gives each container the devices whose request names include the
+    // request it uses, so a container of another request gets none. Breaks what maps requests
+    // to containers: `config.per-request`, `extended-resource.prepared`.
+    FaultSpec {
+        name: "first-request-names",
+        doc: "a prepare answers every device of a claim with the request name of the claim's first result",
+        form: Form::Bare(Fault::FirstRequestNames),
     },
     // Like a driver that guards against double allocation itself: it refuses to prepare a
     // device another prepared claim holds, which admin access (a monitoring claim on a device

@@ -174,14 +174,16 @@ impl Plugin {
         }
         let inventory = ctx.devices.borrow().clone();
         let mut devices: Vec<PreparedDevice> = Vec::new();
+        let first_request = ours.first().map(|r| r.request.clone()).unwrap_or_default();
         for result in ours {
             // The kubelet gives a container that names a request the devices whose request
             // names include it; a pod cannot name an alternative (`gpu/small`), so the answer
             // names its request (`gpu`), as the upstream helper does.
+            let request = if faults.has(&Fault::FirstRequestNames) { &first_request } else { &result.request };
             let named = if faults.has(&Fault::SubrequestRequestNames) {
-                result.request.clone()
+                request.clone()
             } else {
-                result.request.split_once('/').map_or(result.request.as_str(), |(r, _)| r).to_string()
+                request.split_once('/').map_or(request.as_str(), |(r, _)| r).to_string()
             };
             if let Some(seen) = devices.iter_mut().find(|d| d.device == result.device) {
                 if !seen.request_names.contains(&named) {

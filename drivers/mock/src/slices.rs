@@ -165,11 +165,23 @@ fn view(slice: &ResourceSlice) -> Value {
 }
 
 /// Whether the server's `have` is what this driver wants: `have` holds everything of `want`
-/// (the server may add defaults), and no device has an attribute or capacity that `want`
-/// lacks. The server defaults no entry of those maps, so an extra entry is one that the
-/// inventory dropped, and a subset check alone would leave it published.
+/// (the server may add defaults), and no device has an attribute, capacity or taint that
+/// `want` lacks. The server defaults no entry of those, so an extra one is what the inventory
+/// dropped (a device that is sound again), and a subset check alone would leave it published.
 fn matches(have: &Value, want: &Value) -> bool {
-    contains(have, want) && entry_names(have) == entry_names(want)
+    contains(have, want) && entry_names(have) == entry_names(want) && taint_keys(have) == taint_keys(want)
+}
+
+/// Per device of a slice's [`view`], the keys of its taints.
+fn taint_keys(view: &Value) -> Vec<Vec<&str>> {
+    let devices = view.pointer("/spec/devices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    devices
+        .iter()
+        .map(|device| {
+            let taints = device.get("taints").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            taints.iter().filter_map(|t| t.get("key").and_then(Value::as_str)).collect()
+        })
+        .collect()
 }
 
 /// Per device of a slice's [`view`], the names of its attributes and of its capacities.
@@ -608,6 +620,11 @@ mod tests {
         for (change, edit) in changes {
             assert!(!pool.in_sync(&pool_of(edit), &published), "{change}: the pool must be published again");
         }
+        // Both ways for taints: a device found faulty, and one sound again.
+        let tainted = pool_of(|d| d[0].taints = Some(vec![crate::inventory::unhealthy_taint()]));
+        assert!(!pool.in_sync(&tainted, &published), "taint added: the pool must be published again");
+        assert!(!pool.in_sync(&published, &tainted), "taint removed: the pool must be published again");
+        assert!(pool.in_sync(&tainted, &tainted));
     }
 
     #[test]

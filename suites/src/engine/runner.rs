@@ -288,6 +288,13 @@ async fn run_one(
         Err(_) => Err(ScenarioError::Deadline(plan.scenario_timeout)),
     };
     let mut results = ctx.take_results();
+    // An error after every check was recorded is the scenario's own clean-up (waiting for the
+    // node to be as it found it): no verdict, but the scenarios after it on the node may feel it.
+    if let Err(e) = &outcome
+        && ids.iter().all(|id| results.iter().any(|r| r.id == *id))
+    {
+        progress(&format!("{}: after its checks: {e}", s.name));
+    }
     for id in ids {
         if !results.iter().any(|r| r.id == *id) {
             let reason = match &outcome {

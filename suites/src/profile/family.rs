@@ -157,6 +157,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["device-taints"],
     },
     Family {
+        key: "extendedResource",
+        parameters: &[],
+        ids: &[EXTENDED_RESOURCE_PREPARED, EXTENDED_RESOURCE_CLAIM_DELETED],
+        publishes: Publishes::All(|g| g.extended_resource.is_some()),
+        scenarios: &["extended-resource"],
+    },
+    Family {
         key: "resourceHealth",
         parameters: &["withinSeconds"],
         ids: &[HEALTH_POD_STATUS],

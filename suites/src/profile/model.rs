@@ -63,6 +63,7 @@ pub struct Guarantees {
     pub partitionable: Option<Partitionable>,
     pub device_status: Option<DeviceStatus>,
     pub device_taints: Option<DeviceTaints>,
+    pub extended_resource: Option<ExtendedResource>,
     pub resource_health: Option<ResourceHealth>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
@@ -248,6 +249,12 @@ impl DeviceTaints {
         Duration::from_secs(self.eviction_within_seconds)
     }
 }
+
+/// Pods may ask for the class's devices as an extended resource (`resources.limits`): the
+/// class's `extendedResourceName`, else `deviceclass.resource.kubernetes.io/<class>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExtendedResource {}
 
 /// Device health reaches the pod (`allocatedResourcesStatus`): within `within_seconds` of a
 /// device of a running pod turning unhealthy, the pod's status shows it `Unhealthy`.

@@ -45,6 +45,7 @@ const NODE_DEPENDENT: &[&str] = &[
     "subrequest-request-names",
     "no-health",
     "health-wrong-device",
+    "first-request-names",
 ];
 
 /// Real nodes cost more CPU than emulated ones (a kubelet and a containerd each), and their

@@ -56,11 +56,60 @@ struct Checkpoint {
     entries: Vec<ClaimEntry>,
 }
 
-/// A pod claim resolved for the containers: its pod-level name and its devices.
+/// Which of a pod's claims a ResourceClaim is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimSource {
+    /// The entry of `spec.resourceClaims` of this name.
+    Spec(String),
+    /// The claim the scheduler created for the pod's extended resources backed by DRA
+    /// (`status.extendedResourceClaimStatus`).
+    ExtendedResources,
+}
+
+/// A pod claim resolved for the containers: which claim of the pod it is, and its devices.
 #[derive(Debug, Clone)]
 pub struct PodClaim {
-    pub name: String,
+    pub source: ClaimSource,
     pub devices: Vec<PreparedDevice>,
+}
+
+/// One ResourceClaim the kubelet prepares for a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClaimToPrepare {
+    source: ClaimSource,
+    /// The ResourceClaim's name; the error while a template's claim is not generated yet.
+    name: Result<String, String>,
+    /// Generated from a template: it must be owned by the pod (`resourceclaim.Name`'s
+    /// `mustCheckOwner`). A named claim and the extended-resource claim are not checked.
+    generated: bool,
+}
+
+/// The claims the kubelet prepares for `pod`, in its order (`prepareResources`): those of
+/// `spec.resourceClaims` (but a template's claim the claim controller decided the pod does not
+/// need), then the extended-resource claim once the scheduler named it in the pod's status.
+fn claims_to_prepare(pod: &Pod) -> Vec<ClaimToPrepare> {
+    let pod_claims = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref());
+    let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
+    let mut out = Vec::new();
+    for pc in pod_claims.into_iter().flatten() {
+        let source = ClaimSource::Spec(pc.name.clone());
+        let (name, generated) = match &pc.resource_claim_name {
+            Some(n) => (Ok(n.clone()), false),
+            None => match statuses.into_iter().flatten().find(|s| s.name == pc.name) {
+                Some(s) => match &s.resource_claim_name {
+                    Some(n) => (Ok(n.clone()), true),
+                    // The claim controller decided the pod does not need this claim.
+                    None => continue,
+                },
+                None => (Err(format!("waiting for the ResourceClaim of pod claim {} to be generated", pc.name)), true),
+            },
+        };
+        out.push(ClaimToPrepare { source, name, generated });
+    }
+    if let Some(name) = super::extended::claim_name(pod) {
+        out.push(ClaimToPrepare { source: ClaimSource::ExtendedResources, name: Ok(name.into()), generated: false });
+    }
+    out
 }
 
 /// Claim UID → every CDI device ID its checkpoint entry holds, as read from the file.
@@ -139,39 +188,18 @@ impl DraManager {
         std::fs::rename(&tmp, &self.path).map_err(|e| format!("writing the DRA checkpoint: {e}"))
     }
 
-    /// The kubelet's checks, then Prepare for every claim of `pod` not prepared yet. The
-    /// error is the message of a `FailedPrepareDynamicResources` event.
+    /// The kubelet's checks, then Prepare for every claim of `pod` not prepared yet, the
+    /// extended-resource claim included ([`claims_to_prepare`]). The error is the message of a
+    /// `FailedPrepareDynamicResources` event. Unprepare needs no such list: the checkpoint names
+    /// every claim prepared for the pod, whichever of its claims it was.
     pub async fn prepare_pod(&self, pod: &Pod) -> Result<Vec<PodClaim>, String> {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         let claims_api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &ns);
         let mut out = Vec::new();
-        let pod_claims = pod.spec.as_ref().and_then(|s| s.resource_claims.clone()).unwrap_or_default();
-        for pc in pod_claims {
-            let (claim_name, generated) = match &pc.resource_claim_name {
-                Some(n) => (n.clone(), false),
-                None => {
-                    let status = pod
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.resource_claim_statuses.as_ref())
-                        .and_then(|all| all.iter().find(|s| s.name == pc.name).cloned());
-                    match status {
-                        Some(s) => match s.resource_claim_name {
-                            Some(n) => (n, true),
-                            // The claim controller decided the pod does not need this claim.
-                            None => continue,
-                        },
-                        None => {
-                            return Err(format!(
-                                "waiting for the ResourceClaim of pod claim {} to be generated",
-                                pc.name
-                            ));
-                        }
-                    }
-                }
-            };
+        for c in claims_to_prepare(pod) {
+            let (claim_name, generated) = (c.name?, c.generated);
             let claim = claims_api
                 .get_opt(&claim_name)
                 .await
@@ -206,7 +234,7 @@ impl DraManager {
             drivers.sort();
             drivers.dedup();
             let devices = self.prepare_claim(&ns, &claim_name, &claim_uid, &pod_uid, &drivers).await?;
-            out.push(PodClaim { name: pc.name.clone(), devices });
+            out.push(PodClaim { source: c.source, devices });
         }
         Ok(out)
     }
@@ -410,6 +438,87 @@ mod tests {
         );
         // The same pool and device name of another driver is another device.
         assert!(pods_using(&state, &[key("nic.example.com", "gpu-0")]).is_empty());
+    }
+
+    /// Pod claim `gpu` from the claim `shared-gpu`, `tpl` from a template whose claim was
+    /// generated, `unneeded` from a template the claim controller generated no claim for.
+    fn pod_with_claims(extended: Option<&str>) -> Pod {
+        use k8s_openapi::api::core::v1::{
+            PodExtendedResourceClaimStatus, PodResourceClaim, PodResourceClaimStatus, PodSpec, PodStatus,
+        };
+        let from_template = |name: &str| PodResourceClaim {
+            name: name.into(),
+            resource_claim_template_name: Some("t".into()),
+            ..Default::default()
+        };
+        Pod {
+            spec: Some(PodSpec {
+                resource_claims: Some(vec![
+                    PodResourceClaim {
+                        name: "gpu".into(),
+                        resource_claim_name: Some("shared-gpu".into()),
+                        ..Default::default()
+                    },
+                    from_template("tpl"),
+                    from_template("unneeded"),
+                ]),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                resource_claim_statuses: Some(vec![
+                    PodResourceClaimStatus { name: "tpl".into(), resource_claim_name: Some("pod-tpl-x7".into()) },
+                    PodResourceClaimStatus { name: "unneeded".into(), resource_claim_name: None },
+                ]),
+                extended_resource_claim_status: extended.map(|name| PodExtendedResourceClaimStatus {
+                    resource_claim_name: name.into(),
+                    request_mappings: Vec::new(),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn spec_claim(pod_claim: &str, name: &str, generated: bool) -> ClaimToPrepare {
+        ClaimToPrepare { source: ClaimSource::Spec(pod_claim.into()), name: Ok(name.into()), generated }
+    }
+
+    #[test]
+    fn a_pod_s_claims_are_its_spec_s_then_the_one_of_its_extended_resources() {
+        assert_eq!(
+            claims_to_prepare(&pod_with_claims(None)),
+            [spec_claim("gpu", "shared-gpu", false), spec_claim("tpl", "pod-tpl-x7", true)]
+        );
+        assert_eq!(
+            claims_to_prepare(&pod_with_claims(Some("pod-extended-resources-k2"))),
+            [
+                spec_claim("gpu", "shared-gpu", false),
+                spec_claim("tpl", "pod-tpl-x7", true),
+                // Created by the scheduler for the pod, but not checked for its owner.
+                ClaimToPrepare {
+                    source: ClaimSource::ExtendedResources,
+                    name: Ok("pod-extended-resources-k2".into()),
+                    generated: false
+                },
+            ]
+        );
+        // Only extended resources: that claim alone.
+        let mut only = pod_with_claims(Some("pod-extended-resources-k2"));
+        only.spec = None;
+        assert_eq!(
+            claims_to_prepare(&only).iter().map(|c| c.source.clone()).collect::<Vec<_>>(),
+            [ClaimSource::ExtendedResources]
+        );
+    }
+
+    #[test]
+    fn a_template_s_claim_not_generated_yet_is_waited_for_where_it_comes() {
+        let mut p = pod_with_claims(Some("ext"));
+        p.status.as_mut().unwrap().resource_claim_statuses.as_mut().unwrap().remove(0);
+        let claims = claims_to_prepare(&p);
+        assert_eq!(claims[0], spec_claim("gpu", "shared-gpu", false), "claims before it are prepared first");
+        assert_eq!(claims[1].name, Err("waiting for the ResourceClaim of pod claim tpl to be generated".into()));
+        assert_eq!(claims[2].source, ClaimSource::ExtendedResources);
     }
 
     #[test]

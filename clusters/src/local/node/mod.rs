@@ -1,7 +1,7 @@
 //! Emulated nodes: each one plays the kubelet's DRA role against the real control plane
-//! (Node object and Lease, plugin registration, Prepare/Unprepare with a checkpoint, CDI
-//! resolution, containers as host processes, device health in the pods' status, the log
-//! endpoint). README.md lists where the
+//! (Node object and Lease, plugin registration, Prepare/Unprepare with a checkpoint, the claims
+//! of extended resources backed by DRA, CDI resolution, containers as host processes, device
+//! health in the pods' status, the log endpoint). README.md lists where the
 //! emulation differs from a real kubelet.
 
 pub mod cdi;
@@ -9,6 +9,7 @@ pub mod config;
 mod dra;
 mod env;
 mod events;
+mod extended;
 mod health;
 mod heartbeat;
 mod logs;

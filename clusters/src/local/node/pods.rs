@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::config::NodeConfig;
-use super::dra::{DraManager, PodClaim};
+use super::dra::{ClaimSource, DraManager, PodClaim, PreparedDevice};
 use super::events::Log;
 use super::health::HealthCache;
 use super::health::status::allocated_resources_status;
@@ -361,16 +361,8 @@ impl PodWorker {
                     c.name
                 ));
             }
-            let mut ids = Vec::new();
-            for used in c.resources.as_ref().and_then(|r| r.claims.clone()).unwrap_or_default() {
-                let Some(claim) = claims.iter().find(|pc| pc.name == used.name) else { continue };
-                for d in &claim.devices {
-                    if used.request.as_ref().is_none_or(|r| d.request_names.iter().any(|n| n == r)) {
-                        ids.extend(d.cdi_device_ids.iter().cloned());
-                    }
-                }
-            }
-            out.push(ContainerSpec { name: c.name.clone(), argv, env, cdi_devices: ids });
+            let cdi_devices = container_cdi_devices(pod, c, claims);
+            out.push(ContainerSpec { name: c.name.clone(), argv, env, cdi_devices });
         }
         Ok(out)
     }
@@ -488,6 +480,43 @@ impl PodWorker {
     }
 }
 
+/// The CDI device IDs `container` gets from the pod's prepared `claims` (upstream
+/// `GetResources`): of each claim the container names in `resources.claims`, the devices of the
+/// request it names (all where it names none); then, of the extended-resource claim, the devices
+/// of each request the pod's request mappings give the container for the extended resources it
+/// asks for, as `cdiDevicesAsList` picks them.
+fn container_cdi_devices(pod: &Pod, container: &Container, claims: &[PodClaim]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for used in container.resources.as_ref().and_then(|r| r.claims.as_ref()).into_iter().flatten() {
+        let source = ClaimSource::Spec(used.name.clone());
+        let Some(claim) = claims.iter().find(|pc| pc.source == source) else { continue };
+        for d in &claim.devices {
+            if used.request.as_ref().is_none_or(|r| d.request_names.iter().any(|n| n == r)) {
+                ids.extend(d.cdi_device_ids.iter().cloned());
+            }
+        }
+    }
+    let extended = claims.iter().find(|pc| pc.source == ClaimSource::ExtendedResources);
+    if let Some(claim) = extended {
+        for request in super::extended::requests_for(pod, container) {
+            ids.extend(cdi_devices_as_list(&claim.devices, &request));
+        }
+    }
+    ids
+}
+
+/// The CDI device IDs of `devices` for `request` (upstream `cdiDevicesAsList`): those of the
+/// devices whose prepare answer lists the request, or lists no request at all; every device's
+/// for an empty request.
+fn cdi_devices_as_list<'d>(devices: &'d [PreparedDevice], request: &'d str) -> impl Iterator<Item = String> + 'd {
+    devices
+        .iter()
+        .filter(move |d| {
+            request.is_empty() || d.request_names.is_empty() || d.request_names.iter().any(|n| n == request)
+        })
+        .flat_map(|d| d.cdi_device_ids.iter().cloned())
+}
+
 /// A container's status as the API has it; init containers' images come from `initContainers`.
 fn status_json(pod: &Pod, s: &ContainerStatus) -> serde_json::Value {
     let state = match &s.state {
@@ -550,7 +579,122 @@ fn all_ended(statuses: &[ContainerStatus]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{
+        ContainerExtendedResourceRequest, PodExtendedResourceClaimStatus, PodStatus, ResourceClaim as ContainerClaim,
+        ResourceRequirements,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
     use super::*;
+
+    fn device(name: &str, requests: &[&str], cdi: &[&str]) -> PreparedDevice {
+        PreparedDevice {
+            pool_name: "node-1".into(),
+            device_name: name.into(),
+            request_names: requests.iter().map(|s| s.to_string()).collect(),
+            cdi_device_ids: cdi.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// A container naming `claims` (pod claim, request) and asking for `extended` resources in
+    /// its limits, one of each.
+    fn container(name: &str, claims: &[(&str, Option<&str>)], extended: &[&str]) -> Container {
+        let claims = claims.iter().map(|(n, r)| ContainerClaim { name: n.to_string(), request: r.map(Into::into) });
+        let limits: BTreeMap<String, Quantity> =
+            extended.iter().map(|r| (r.to_string(), Quantity("1".into()))).collect();
+        Container {
+            name: name.into(),
+            resources: Some(ResourceRequirements {
+                claims: Some(claims.collect()).filter(|c: &Vec<_>| !c.is_empty()),
+                limits: Some(limits).filter(|l| !l.is_empty()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// The scheduler's status: `main` got `dracheck.io/gpu` from request `container-0-request-0`
+    /// and `dracheck.io/nic` from `container-0-request-1`, `sidecar` `dracheck.io/gpu` from
+    /// `container-1-request-0`.
+    fn pod() -> Pod {
+        let mapping = |container: &str, resource: &str, request: &str| ContainerExtendedResourceRequest {
+            container_name: container.into(),
+            resource_name: resource.into(),
+            request_name: request.into(),
+        };
+        Pod {
+            status: Some(PodStatus {
+                extended_resource_claim_status: Some(PodExtendedResourceClaimStatus {
+                    resource_claim_name: "pod-extended-resources-k2".into(),
+                    request_mappings: vec![
+                        mapping("main", "dracheck.io/gpu", "container-0-request-0"),
+                        mapping("sidecar", "dracheck.io/gpu", "container-1-request-0"),
+                        mapping("main", "dracheck.io/nic", "container-0-request-1"),
+                    ],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn claims() -> Vec<PodClaim> {
+        vec![
+            PodClaim {
+                source: ClaimSource::Spec("gpu".into()),
+                devices: vec![device("gpu-0", &["big"], &["cdi/gpu=0"]), device("gpu-1", &["small"], &["cdi/gpu=1"])],
+            },
+            PodClaim {
+                source: ClaimSource::ExtendedResources,
+                devices: vec![
+                    device("gpu-2", &["container-0-request-0"], &["cdi/gpu=2", "cdi/common"]),
+                    device("gpu-3", &["container-1-request-0"], &["cdi/gpu=3"]),
+                    device("nic-0", &["container-0-request-1"], &["cdi/nic=0"]),
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn a_container_gets_the_devices_of_the_claims_and_requests_it_names() {
+        let (p, claims) = (pod(), claims());
+        let ids = |c: &Container| container_cdi_devices(&p, c, &claims);
+        assert_eq!(ids(&container("other", &[("gpu", None)], &[])), ["cdi/gpu=0", "cdi/gpu=1"]);
+        assert_eq!(ids(&container("other", &[("gpu", Some("small"))], &[])), ["cdi/gpu=1"]);
+        // A claim the pod has not prepared (a template's the controller did not generate).
+        assert!(ids(&container("other", &[("absent", None)], &[])).is_empty());
+        assert!(ids(&container("other", &[], &[])).is_empty());
+    }
+
+    #[test]
+    fn a_container_gets_the_extended_resource_claim_s_devices_of_the_requests_mapped_to_it() {
+        let (p, claims) = (pod(), claims());
+        let ids = |c: &Container| container_cdi_devices(&p, c, &claims);
+        assert_eq!(
+            ids(&container("main", &[], &["dracheck.io/gpu", "dracheck.io/nic"])),
+            ["cdi/gpu=2", "cdi/common", "cdi/nic=0"]
+        );
+        assert_eq!(ids(&container("sidecar", &[], &["dracheck.io/gpu"])), ["cdi/gpu=3"]);
+        // Its spec's claims first, then the extended resources'.
+        assert_eq!(ids(&container("main", &[("gpu", Some("big"))], &["dracheck.io/nic"])), ["cdi/gpu=0", "cdi/nic=0"]);
+        // Mapped to it, but not asked for; asked for, but mapped to another container.
+        assert!(ids(&container("main", &[], &[])).is_empty());
+        assert!(ids(&container("other", &[], &["dracheck.io/gpu"])).is_empty());
+        // Without the claim prepared (no status yet), nothing from it.
+        let ordinary = &claims[..1];
+        assert!(container_cdi_devices(&p, &container("main", &[], &["dracheck.io/gpu"]), ordinary).is_empty());
+    }
+
+    #[test]
+    fn a_device_that_names_no_request_serves_every_request_of_the_extended_resource_claim() {
+        let devices = [device("gpu-0", &[], &["cdi/all"]), device("gpu-1", &["r1"], &["cdi/r1"])];
+        let list = |request: &str| cdi_devices_as_list(&devices, request).collect::<Vec<_>>();
+        assert_eq!(list("r1"), ["cdi/all", "cdi/r1"]);
+        assert_eq!(list("r2"), ["cdi/all"]);
+        assert_eq!(list(""), ["cdi/all", "cdi/r1"]);
+    }
 
     #[test]
     fn a_failed_prepare_waits_for_the_resync_and_a_failed_container_for_the_back_off() {

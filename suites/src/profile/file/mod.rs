@@ -197,6 +197,8 @@ struct GuaranteesFile {
     #[serde(default)]
     device_taints: Option<DeviceTaints>,
     #[serde(default)]
+    extended_resource: Option<ExtendedResource>,
+    #[serde(default)]
     resource_health: Option<ResourceHealth>,
     #[serde(default)]
     driver_restart: Option<DriverRestart>,

@@ -254,6 +254,7 @@ impl Validator<'_> {
             partitionable,
             device_status: g.device_status,
             device_taints: g.device_taints,
+            extended_resource: g.extended_resource,
             resource_health: g.resource_health,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,

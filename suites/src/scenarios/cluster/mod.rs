@@ -11,6 +11,7 @@ mod driver_outage;
 mod driver_restart;
 mod driver_upgrade;
 mod exhaustion;
+mod extended_resource;
 mod force_delete;
 mod health;
 mod impossible;
@@ -47,6 +48,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &device_status::SCENARIO,
         &health::SCENARIO,
         &taints::SCENARIO,
+        &extended_resource::SCENARIO,
         &admin_access::SCENARIO,
         &container_restart::SCENARIO,
         &driver_restart::SCENARIO,
