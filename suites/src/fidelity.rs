@@ -585,8 +585,8 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "first-request-names",
-        misbehaviour: "a prepare answers every device of a claim with the request name of the claim's first result: a container that uses another request gets no device",
-        breaks: &[&[CONFIG_PER_REQUEST, EXTENDED_RESOURCE_PREPARED]],
+        misbehaviour: "a prepare answers every device of a claim with the request name of the claim's first result: a container that uses the first request gets every device of the claim, one that uses another request gets none",
+        breaks: &[&[CONFIG_PER_REQUEST, PRIORITIZED_CHOSEN_SUBREQUEST, EXTENDED_RESOURCE_PREPARED]],
         may_break: &[],
         skips: &[],
     },

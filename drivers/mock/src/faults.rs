@@ -509,8 +509,9 @@ pub const TABLE: &[FaultSpec] = &[
     },
     // Like a driver that fills in the request names of its answer from the claim's first
     // result: the kubelet gives each container the devices whose request names include the
-    // request it uses, so a container of another request gets none. Breaks what maps requests
-    // to containers: `config.per-request`, `extended-resource.prepared`.
+    // request it uses, so a container of another request gets none (and one of the first
+    // request all). Breaks what maps requests to containers: `config.per-request`,
+    // `prioritized.chosen-subrequest`, `extended-resource.prepared`.
     FaultSpec {
         name: "first-request-names",
         doc: "a prepare answers every device of a claim with the request name of the claim's first result",

@@ -249,3 +249,24 @@ pub fn container_states(pod: Option<&Pod>) -> String {
         .collect();
     states.join("; ")
 }
+
+/// How the suite turns devices of the scenario's node unhealthy while the driver runs: the
+/// adapter's hook and the node's dirs; `None`, with `id` skipped and the reason, where it
+/// cannot (no hook, or a driver the suite does not run itself).
+pub async fn health_control(
+    ctx: &Ctx<'_>,
+    id: &str,
+) -> Option<(dracheck_adapter::SetHealth, dracheck_adapter::spec::NodeDirs)> {
+    let Some(set_health) = ctx.target.adapter.set_health.clone() else {
+        ctx.skip(id, crate::engine::target::NO_HEALTH_HOOK);
+        return None;
+    };
+    let Some(dirs) = ctx.target.driver_dirs(&ctx.node).await else {
+        ctx.skip(
+            id,
+            "turning a device unhealthy needs the driver's process run by the suite on a node it started (--cluster local)",
+        );
+        return None;
+    };
+    Some((set_health, dirs))
+}

@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::common::{running, secs};
-use crate::engine::target::NO_HEALTH_HOOK;
+use super::common::{health_control, running, secs};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids::HEALTH_POD_STATUS as ID;
 
@@ -53,17 +52,7 @@ fn entry(pod: &Pod) -> Option<Vec<(String, String)>> {
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let Some(promised) = ctx.profile().guarantees.resource_health.as_ref() else { return Ok(()) };
-    let Some(set_health) = ctx.target.adapter.set_health.clone() else {
-        ctx.skip(ID, NO_HEALTH_HOOK);
-        return Ok(());
-    };
-    let Some(dirs) = ctx.target.driver_dirs(&ctx.node).await else {
-        ctx.skip(
-            ID,
-            "turning a device unhealthy needs the driver's process run by the suite on a node it started (--cluster local)",
-        );
-        return Ok(());
-    };
+    let Some((set_health, dirs)) = health_control(ctx, ID).await else { return Ok(()) };
     let within = Duration::from_secs(ctx.profile().guarantees.allocation.as_ref().map_or(60, |a| a.within_seconds));
     ctx.phase("a pod with a claim of the profile's shape, then its device turned unhealthy");
     ctx.create(&ctx.profile_claim(NAME)).await?;
@@ -120,24 +109,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         ),
     }
     ctx.delete_pod(NAME, within).await?;
-    sound_again(ctx, &device).await
-}
-
-/// Waits until `device` is published without taints again, so that the scenarios after this
-/// one on the node find it as before.
-async fn sound_again(ctx: &Ctx<'_>, device: &str) -> Result<(), ScenarioError> {
-    let within = Duration::from_secs(30);
-    let untainted = |slices: &Vec<k8s_openapi::api::resource::v1::ResourceSlice>| {
-        slices
-            .iter()
-            .flat_map(|s| s.spec.devices.iter().flatten())
-            .filter(|d| d.name == device)
-            .all(|d| d.taints.as_ref().is_none_or(|t| t.is_empty()))
-    };
-    ctx.poll_until(within, || ctx.slices_of(&ctx.node), untainted)
-        .await
-        .map(|_| ())
-        .map_err(|_| ScenarioError::timeout(format!("{device} to be published untainted again"), within))
+    super::taints::untainted_again(ctx, &device).await
 }
 
 #[cfg(test)]

@@ -24,8 +24,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use kube::api::DeleteParams;
 
-use super::common::{running, secs};
-use crate::engine::target::NO_HEALTH_HOOK;
+use super::common::{health_control, running, secs};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids::{TAINTS_RULE_EVICTS as EVICTS, TAINTS_UNHEALTHY_KEPT_OFF as KEPT_OFF};
 
@@ -125,11 +124,25 @@ async fn evicted(ctx: &Ctx<'_>, rule: DeviceTaintRule, within: Duration) -> Resu
                 eviction(&pod).unwrap_or_default()
             ),
         ),
-        Ok((None, took)) => ctx.fail(
-            EVICTS,
-            format!("the pod was gone {} after the rule, but not with the condition {EVICTION_REASON}", secs(took)),
-            Vec::new(),
-        ),
+        // Gone between two looks: the controller's event on the pod says who deleted it.
+        Ok((None, took)) => match eviction_event(ctx).await {
+            Some(message) => ctx.pass(
+                EVICTS,
+                format!(
+                    "the rule's NoExecute taint on the pod's device evicted it {} later: event {EVICTION_EVENT}: {message}",
+                    secs(took)
+                ),
+            ),
+            None => ctx.fail(
+                EVICTS,
+                format!(
+                    "the pod was gone {} after the rule, with neither the condition {EVICTION_REASON} nor the event \
+                     {EVICTION_EVENT}",
+                    secs(took)
+                ),
+                Vec::new(),
+            ),
+        },
         Err(_) => ctx.fail(
             EVICTS,
             format!("{} after a NoExecute DeviceTaintRule on its device the pod still runs, unmarked", secs(within)),
@@ -137,6 +150,17 @@ async fn evicted(ctx: &Ctx<'_>, rule: DeviceTaintRule, within: Duration) -> Resu
         ),
     }
     Ok(())
+}
+
+/// The reason of the eviction controller's event on the pod it evicts.
+const EVICTION_EVENT: &str = "DeviceTaintManagerEviction";
+
+/// The message of the eviction controller's event on pod [`FIRST`], if it made one.
+async fn eviction_event(ctx: &Ctx<'_>) -> Option<String> {
+    let events = ctx.api::<k8s_openapi::api::core::v1::Event>();
+    let lp = kube::api::ListParams::default().fields(&format!("involvedObject.name={FIRST},reason={EVICTION_EVENT}"));
+    let found = events.list(&lp).await.ok()?.items.into_iter().next()?;
+    Some(found.message.unwrap_or_default())
 }
 
 /// The reason of `pod`'s DisruptionTarget condition where it is the eviction controller's.
@@ -150,17 +174,7 @@ fn eviction(pod: &Pod) -> Option<String> {
 
 /// Turns `device` unhealthy and judges `taints.unhealthy-kept-off`; sound again afterwards.
 async fn kept_off(ctx: &Ctx<'_>, driver: &str, device: &str, within: Duration) -> Result<(), ScenarioError> {
-    let Some(set_health) = ctx.target.adapter.set_health.clone() else {
-        ctx.skip(KEPT_OFF, NO_HEALTH_HOOK);
-        return Ok(());
-    };
-    let Some(dirs) = ctx.target.driver_dirs(&ctx.node).await else {
-        ctx.skip(
-            KEPT_OFF,
-            "turning a device unhealthy needs the driver's process run by the suite on a node it started (--cluster local)",
-        );
-        return Ok(());
-    };
+    let Some((set_health, dirs)) = health_control(ctx, KEPT_OFF).await else { return Ok(()) };
     if let Some(why) = served::slice_dropped(&ctx.client(), driver, &served::DEVICE_TAINTS).await? {
         ctx.skip(KEPT_OFF, why);
         return Ok(());
@@ -185,7 +199,12 @@ async fn kept_off(ctx: &Ctx<'_>, driver: &str, device: &str, within: Duration) -
         Ok(summary) => ctx.pass(KEPT_OFF, summary),
         Err((why, evidence)) => ctx.fail(KEPT_OFF, why, evidence),
     }
-    // The device is untainted again before the node's next scenario.
+    untainted_again(ctx, device).await
+}
+
+/// Waits until `device`, made sound again, is published untainted on the scenario's node, so
+/// that the scenarios after it there find it as before.
+pub(super) async fn untainted_again(ctx: &Ctx<'_>, device: &str) -> Result<(), ScenarioError> {
     let untainted = |s: &Vec<ResourceSlice>| taints_of(s, device).is_some_and(|t| t.is_empty());
     ctx.poll_until(TAINTED, || ctx.slices_of(&ctx.node), untainted)
         .await
