@@ -158,7 +158,11 @@ async fn a_template_claim_pod_sees_its_device_and_is_cleaned_up_after_it_ends() 
     )
     .await;
     let kubelet_log = std::fs::read_to_string(cluster.nodes()[0].log_path()).unwrap();
-    assert!(kubelet_log.contains("registered DRA plugin gpu.mock.dracheck.io (V1)"), "{kubelet_log}");
+    // The v1 DRA service, and the health service the mock offers beside it.
+    assert!(
+        kubelet_log.contains("registered DRA plugin gpu.mock.dracheck.io (V1, health v1.DRAResourceHealth)"),
+        "{kubelet_log}"
+    );
 }
 
 #[tokio::test]
