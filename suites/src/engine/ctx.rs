@@ -355,7 +355,7 @@ impl<'a> Ctx<'a> {
             Err(e) => Err(ScenarioError::Timeout {
                 what: format!("pod {pod} did not reach {phase}"),
                 within: timeout,
-                now: Some(wait::phase_of(e.now.as_ref()).unwrap_or("gone").to_string()),
+                now: Some(wait::state_of(e.now.as_ref())),
             }),
         }
     }

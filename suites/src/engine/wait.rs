@@ -208,6 +208,34 @@ pub fn phase_of(pod: Option<&Pod>) -> Option<&str> {
     pod?.status.as_ref()?.phase.as_deref()
 }
 
+/// Where a pod stands, for a timeout's message: its phase, and why it is not further (the
+/// scheduler's refusal, or its node and the first container's waiting reason).
+pub fn state_of(pod: Option<&Pod>) -> String {
+    let Some(pod) = pod else { return "gone".into() };
+    let phase = phase_of(Some(pod)).unwrap_or("without a phase").to_string();
+    if let Some((reason, message)) = unschedulable(Some(pod)) {
+        return format!("{phase}, {reason}: {message}");
+    }
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let status = pod.status.as_ref();
+    let waiting = status.and_then(|s| {
+        s.init_container_statuses.iter().chain(s.container_statuses.iter()).flatten().find_map(|c| {
+            let w = c.state.as_ref()?.waiting.as_ref()?;
+            Some(format!(
+                "container {} waiting: {} {}",
+                c.name,
+                w.reason.as_deref().unwrap_or(""),
+                w.message.as_deref().unwrap_or("")
+            ))
+        })
+    });
+    match (node, waiting) {
+        (None, _) => format!("{phase}, not scheduled yet"),
+        (Some(node), Some(w)) => format!("{phase} on {node}, {}", w.trim_end()),
+        (Some(node), None) => format!("{phase} on {node}"),
+    }
+}
+
 /// The scheduler's verdict on a pod: `(reason, message)` once `PodScheduled=False`.
 pub fn unschedulable(pod: Option<&Pod>) -> Option<(String, String)> {
     let c =
