@@ -173,7 +173,7 @@ pub const FAULTS: &[FaultCase] = &[
         // After an inventory change, too, the slices do not hold the inventory.
         breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, PLUGIN_SLICES_FOLLOW_INVENTORY]],
         may_break: &[],
-        skips: &[],
+        skips: &[TAINTS_UNHEALTHY_KEPT_OFF],
     },
     FaultCase {
         fault: "wrong-capacity=memory=1Ti",
@@ -238,6 +238,7 @@ pub const FAULTS: &[FaultCase] = &[
             DRIVERS_COEXIST,
             NODE_REBOOT_WORKLOADS_RESUME,
             PARTITIONABLE_PREPARED_PARTITION,
+            EXTENDED_RESOURCE_PREPARED,
         ]],
         // The force-delete and prioritized-list scenarios' claims have one device each: where
         // the scheduler allocates the node's first device, the wrong device is the right one.
@@ -257,6 +258,7 @@ pub const FAULTS: &[FaultCase] = &[
             CONFIG_PER_REQUEST,
             DRIVERS_COEXIST,
             NODE_REBOOT_WORKLOADS_RESUME,
+            EXTENDED_RESOURCE_PREPARED,
         ]],
         may_break: &[],
         skips: &[],

@@ -61,13 +61,13 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     ctx.create(&pod).await?;
     if let Err(e) = ctx.wait_phase(NAME, "Running", within).await {
         ctx.fail(PREPARED, e, ctx.evidence(NAME).await);
-        ctx.skip(DELETED, "the pod did not run");
+        ctx.fail(DELETED, "the pod did not run, so its claim could not be followed", Vec::new());
         return Ok(());
     }
     let pod = ctx.get_pod(NAME).await.ok_or_else(|| ScenarioError::Unmet(format!("pod {NAME} is gone")))?;
     let Some(status) = pod.status.as_ref().and_then(|s| s.extended_resource_claim_status.clone()) else {
         ctx.fail(PREPARED, "the pod runs, but its status.extendedResourceClaimStatus names no claim", Vec::new());
-        ctx.skip(DELETED, "no claim was named");
+        ctx.fail(DELETED, "the pod's status names no claim to follow", Vec::new());
         return Ok(());
     };
     let claim_name = status.resource_claim_name.clone();
