@@ -66,8 +66,7 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
 /// `health`); the file is in its plugin dir, where the suite starts it.
 fn set_health(node: &dracheck_adapter::spec::NodeDirs, unhealthy: &[String]) -> Result<String, String> {
     let path = node.plugins_dir().join(DRIVER).join(crate::health::HEALTH_FILE);
-    let text: String = unhealthy.iter().map(|d| format!("{d}\n")).collect();
-    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    crate::health::write(&path, unhealthy).map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(if unhealthy.is_empty() {
         format!("the mock's health file {} lists no device", path.display())
     } else {

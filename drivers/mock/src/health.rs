@@ -45,6 +45,11 @@ pub fn read(path: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// Writes the health file at `path` so that it lists exactly `unhealthy`: what [`read`] reads.
+pub fn write(path: &Path, unhealthy: &[String]) -> std::io::Result<()> {
+    std::fs::write(path, unhealthy.iter().map(|d| format!("{d}\n")).collect::<String>())
+}
+
 /// `pool` with the devices `unhealthy` names marked unhealthy (the others as the inventory has
 /// them). Names the pool lacks are logged: a file naming no device of the node changes nothing.
 pub fn apply(mut pool: Pool, unhealthy: &BTreeSet<String>) -> Pool {

@@ -133,8 +133,12 @@ impl Driver {
     }
     /// The node's health file, which the driver follows (see the mock's `health`).
     pub fn mark_unhealthy(&self, devices: &[&str]) {
-        let text: String = devices.iter().map(|d| format!("{d}\n")).collect();
-        std::fs::write(self.plugin_dir().join(dracheck_mock_driver::health::HEALTH_FILE), text).unwrap();
+        let devices: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+        dracheck_mock_driver::health::write(
+            &self.plugin_dir().join(dracheck_mock_driver::health::HEALTH_FILE),
+            &devices,
+        )
+        .unwrap();
     }
     /// The driver's health stream, as a 1.37 kubelet opens it.
     pub async fn watch_health(&self) -> tonic::Streaming<health_v1::NodeWatchResourcesResponse> {
