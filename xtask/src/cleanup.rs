@@ -16,8 +16,8 @@ pub struct CleanupArgs {
     /// gone.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Context of the kubeconfig to use.
-    #[arg(long, requires = "kubeconfig")]
+    /// Context of the kubeconfig to use instead of its current context.
+    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     pub context: Option<String>,
 }
 
@@ -33,9 +33,9 @@ pub async fn run(args: CleanupArgs) -> u8 {
 async fn clean_cluster(kubeconfig: &std::path::Path, context: Option<&str>) -> u8 {
     let client = match client(kubeconfig, context).await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("dracheck: {e}");
-            return exit::CLUSTER_DOWN;
+        Err((code, message)) => {
+            eprintln!("dracheck: {message}");
+            return code;
         }
     };
     let found = match leftovers::find(&client).await {
@@ -68,6 +68,12 @@ async fn clean_cluster(kubeconfig: &std::path::Path, context: Option<&str>) -> u
     code
 }
 
-async fn client(kubeconfig: &std::path::Path, context: Option<&str>) -> Result<kube::Client, String> {
-    dracheck_clusters::reach::client(kubeconfig, context, None).await.map(|r| r.client).map_err(|e| e.to_string())
+/// An unknown context or an unusable kubeconfig is bad input; only a cluster that cannot be
+/// reached is down.
+async fn client(kubeconfig: &std::path::Path, context: Option<&str>) -> Result<kube::Client, (u8, String)> {
+    // `--kubeconfig` is required here: cleaning whatever `$KUBECONFIG` points at by default
+    // would remove objects from a cluster nobody named.
+    let loaded = crate::kubeconfig::load(Some(kubeconfig), &crate::kubeconfig::Env::default())
+        .map_err(crate::kubeconfig::Error::early)?;
+    loaded.client(context, None).await.map_err(crate::kubeconfig::Error::early)
 }

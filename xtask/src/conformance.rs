@@ -27,11 +27,12 @@ pub struct ConformanceArgs {
     /// containers with the driver's chart installed, deleted after the run).
     #[arg(long, default_value = "local")]
     pub cluster: String,
-    /// Kubeconfig of `--cluster kubeconfig` (default: $KUBECONFIG, ~/.kube/config).
+    /// Kubeconfig of `--cluster kubeconfig` (default: the files of $KUBECONFIG, merged, else
+    /// ~/.kube/config, else the pod's service account).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Context of the kubeconfig to use.
-    #[arg(long)]
+    /// Context of the kubeconfig to use instead of its current context.
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// A label selector of the installed driver's kubelet-plugin pods (a DaemonSet's): driver
     /// restarts delete the node's pod and wait for its replacement. Without it they are skipped
@@ -428,8 +429,15 @@ async fn existing(
     progress: Progress,
     provided: Provided,
 ) -> Result<u8, Early> {
-    let kubeconfig = crate::kubeconfig::chosen(args.kubeconfig.as_deref())
-        .ok_or((exit::BAD_INPUT, crate::kubeconfig::NONE.to_string()))?;
+    let loaded = crate::kubeconfig::load(args.kubeconfig.as_deref(), &crate::kubeconfig::Env::of_process())
+        .map_err(crate::kubeconfig::Error::early)?;
+    // Checked before the install, and on the files themselves: helm's error for an unknown
+    // context lists no choices, and the suite's own check would name the file written below.
+    loaded.config(args.context.as_deref()).await.map_err(crate::kubeconfig::Error::early)?;
+    // Helm, the suite and the plugin tier's drivers each take one path; a merged list or the
+    // pod's service account is written out for them, and removed when the run returns.
+    let one_file = loaded.one_file().map_err(crate::kubeconfig::Error::early)?;
+    let kubeconfig = one_file.path.clone();
     let short = adapter.short;
     let mut driver_pods = args.driver_pods.clone().map(|selector| dracheck_suites::engine::target::DriverPods {
         namespace: args.driver_namespace.clone(),

@@ -13,11 +13,12 @@ pub struct ExplainArgs {
     /// The pod or ResourceClaim, as NAMESPACE/NAME (a pod of that name wins over a claim).
     #[arg(value_name = "NAMESPACE/NAME")]
     pub target: String,
-    /// Kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config).
+    /// Kubeconfig of the cluster (default: the files of $KUBECONFIG, merged, else
+    /// ~/.kube/config, else the pod's service account).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Context of the kubeconfig to use.
-    #[arg(long)]
+    /// Context of the kubeconfig to use instead of its current context.
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// `text` (summary, causes, a table per node, suggestions) or `json` (for tools).
     #[arg(long, value_enum, default_value = "text")]
@@ -68,12 +69,11 @@ async fn explain(args: &ExplainArgs) -> Result<u8, (u8, String)> {
     Ok(if explanation.fits { exit::OK } else { exit::FAILED })
 }
 
-/// A client for the cluster of `kubeconfig` (default: $KUBECONFIG, ~/.kube/config) and
-/// `context`; a failure is its exit code and a message naming the fix.
+/// A client for the cluster of `kubeconfig` (else `$KUBECONFIG`'s files, merged, else
+/// `~/.kube/config`, else the pod's service account) and `context`; a failure is its exit code
+/// and a message naming the fix.
 pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Client, (u8, String)> {
-    let path = crate::kubeconfig::chosen(kubeconfig).ok_or((exit::BAD_INPUT, crate::kubeconfig::NONE.to_string()))?;
-    dracheck_clusters::reach::client(&path, context, Some(Duration::from_secs(5)))
-        .await
-        .map(|r| r.client)
-        .map_err(|e| (exit::of(e.failure()), e.to_string()))
+    let env = crate::kubeconfig::Env::of_process();
+    let loaded = crate::kubeconfig::load(kubeconfig, &env).map_err(crate::kubeconfig::Error::early)?;
+    loaded.client(context, Some(Duration::from_secs(5))).await.map_err(crate::kubeconfig::Error::early)
 }

@@ -19,11 +19,12 @@ pub struct InventoryArgs {
     /// The node the driver published for (default: this host's name).
     #[arg(long)]
     pub node: Option<String>,
-    /// Kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config).
+    /// Kubeconfig of the cluster (default: the files of $KUBECONFIG, merged, else
+    /// ~/.kube/config, else the pod's service account).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Context of the kubeconfig to use.
-    #[arg(long)]
+    /// Context of the kubeconfig to use instead of its current context.
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// Compare a recording of NVML (from `--record`) instead of this host's NVML.
     #[arg(long, value_name = "FILE", conflicts_with = "record")]

@@ -47,13 +47,16 @@ pub struct CompareArgs {
     pub allow_hardware: Vec<String>,
 }
 
-/// The redactor of a run: the credentials of the kubeconfig in use (the flag, `$KUBECONFIG`,
-/// `~/.kube/config`) plus the shape-based net.
+/// The redactor of a run: the credentials of the kubeconfig in use (the flag, else every file
+/// `$KUBECONFIG` lists, else `~/.kube/config`) plus the shape-based net.
 pub fn redactor(kubeconfig: Option<&Path>) -> Redactor {
-    match crate::kubeconfig::chosen(kubeconfig) {
-        Some(p) => Redactor::default().with_kubeconfig(&p),
-        None => Redactor::default(),
-    }
+    redactor_in(kubeconfig, &crate::kubeconfig::Env::of_process())
+}
+
+/// Each file is read whole, not the merged configuration: a user that an earlier file shadows
+/// still has a credential that may show up in a driver's log.
+fn redactor_in(kubeconfig: Option<&Path>, env: &crate::kubeconfig::Env) -> Redactor {
+    crate::kubeconfig::paths(kubeconfig, env).iter().fold(Redactor::default(), |r, p| r.with_kubeconfig(p))
 }
 
 fn load_err(e: LoadError) -> u8 {
@@ -164,4 +167,28 @@ pub fn compare(args: CompareArgs) -> u8 {
     let c = compare::compare(&a, &b, &Options { allow: args.allow, allow_hardware: args.allow_hardware });
     print!("{}", compare::render(&a, &b, &c));
     if c.gate_passes() { exit::OK } else { exit::FAILED }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_redactor_scrubs_the_credentials_of_every_listed_kubeconfig() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = |name: &str, token: &str| {
+            format!("apiVersion: v1\nkind: Config\nusers:\n- name: {name}\n  user:\n    token: {token}\n")
+        };
+        std::fs::write(dir.path().join("a"), user("u", "token-of-the-first-file-0123")).unwrap();
+        // The same user name: merging shadows it, but its token is still a secret.
+        std::fs::write(dir.path().join("b"), user("u", "token-only-in-the-second-file-0123")).unwrap();
+        let list = std::env::join_paths([dir.path().join("a"), dir.path().join("missing"), dir.path().join("b")]);
+        let env = crate::kubeconfig::Env { kubeconfig: Some(list.unwrap()), home: None, in_pod: false };
+        let r = redactor_in(None, &env);
+        let text = r.text("got token-of-the-first-file-0123 and token-only-in-the-second-file-0123 back");
+        assert_eq!(text, "got <redacted> and <redacted> back");
+        // `--kubeconfig` is the one file in use.
+        let r = redactor_in(Some(&dir.path().join("a")), &env);
+        assert!(r.text("token-only-in-the-second-file-0123").contains("second-file"));
+    }
 }
