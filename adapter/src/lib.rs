@@ -94,6 +94,21 @@ pub struct Workload {
     /// How the driver's opaque configuration shows in a container; `None` where the suite
     /// does not know, and the `config` family is skipped.
     pub config: Option<ConfigProbe>,
+    /// How a share of a device (consumable capacity) shows in a container; `None` where the
+    /// suite does not know, and the checks of what a share sees are skipped.
+    pub shares: Option<SeenShares>,
+}
+
+/// Per device a container has a share of (named as [`Workload::key`] names it), the share it
+/// shows.
+pub type SeenShares = fn(log: &str) -> std::collections::BTreeMap<String, SeenShare>;
+
+/// What a container shows of its share of a device: the allocation's share ID and what it
+/// may use of each capacity (the allocation's `consumedCapacity`, as written there).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeenShare {
+    pub share_id: Option<String>,
+    pub capacity: std::collections::BTreeMap<String, String>,
 }
 
 /// How a driver's opaque configuration (`opaque.parameters`) reaches a container, as far as a
@@ -147,7 +162,14 @@ pub const HOST_IMAGE: &str = "dracheck.io/workload:host";
 impl Workload {
     /// A workload that shows its environment, where CDI env edits name the devices.
     pub fn env(seen: Option<SeenDevices>) -> Workload {
-        Workload { image: HOST_IMAGE.into(), show: "env | sort".into(), seen, key: DeviceKey::Name, config: None }
+        Workload {
+            image: HOST_IMAGE.into(),
+            show: "env | sort".into(),
+            seen,
+            key: DeviceKey::Name,
+            config: None,
+            shares: None,
+        }
     }
 
     /// The command of a workload that shows what it sees and stays up.

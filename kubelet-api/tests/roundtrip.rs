@@ -52,6 +52,7 @@ fn answer(claims: &[dra_v1::Claim]) -> dra_v1::NodePrepareResourcesResponse {
                 pool_name: "node-a".into(),
                 device_name: format!("dev-{}", c.name),
                 cdi_device_ids: vec![format!("test.dracheck.io/gpu={}", c.uid)],
+                share_id: None,
             };
             (c.uid.clone(), dra_v1::NodePrepareResourceResponse { devices: vec![device], error: String::new() })
         })

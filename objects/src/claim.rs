@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::resource::v1::{
     CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceRequest, DeviceSelector, DeviceSubRequest,
-    DeviceToleration, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec,
+    CapacityRequirements, DeviceToleration, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec,
     ResourceClaimTemplate, ResourceClaimTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
@@ -77,6 +77,18 @@ impl ClaimBuilder {
             e.tolerations
                 .get_or_insert_default()
                 .push(DeviceToleration { operator: Some("Exists".into()), ..DeviceToleration::default() });
+        });
+        self
+    }
+
+    /// The first request (each of its alternatives) asks for `quantity` of each device's
+    /// capacity `name` (consumable capacity: a share of a device several claims hold).
+    pub fn capacity(mut self, name: &str, quantity: &str) -> ClaimBuilder {
+        self.each_of_first(|e| {
+            e.capacity.get_or_insert_default().requests.get_or_insert_default().insert(
+                name.to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(quantity.to_string()),
+            );
         });
         self
     }
@@ -229,11 +241,12 @@ fn each_exact(request: &mut DeviceRequest, f: &dyn Fn(&mut Exact<'_>)) {
             count: &mut e.count,
             selectors: &mut e.selectors,
             tolerations: &mut e.tolerations,
+            capacity: &mut e.capacity,
         });
     }
     for sub in request.first_available.iter_mut().flatten() {
-        let DeviceSubRequest { device_class_name, allocation_mode, count, selectors, tolerations, .. } = sub;
-        f(&mut Exact { device_class_name, allocation_mode, count, selectors, tolerations });
+        let DeviceSubRequest { device_class_name, allocation_mode, count, selectors, tolerations, capacity, .. } = sub;
+        f(&mut Exact { device_class_name, allocation_mode, count, selectors, tolerations, capacity });
     }
 }
 
@@ -245,6 +258,7 @@ struct Exact<'a> {
     count: &'a mut Option<i64>,
     selectors: &'a mut Option<Vec<DeviceSelector>>,
     tolerations: &'a mut Option<Vec<DeviceToleration>>,
+    capacity: &'a mut Option<CapacityRequirements>,
 }
 
 pub(crate) fn cel(expression: impl Into<String>) -> DeviceSelector {

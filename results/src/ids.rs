@@ -50,6 +50,10 @@ pub const PARTITIONABLE_COUNTERS_RESPECTED: &str = "partitionable.counters-respe
 pub const PARTITIONABLE_CAPACITY_RESTORED: &str = "partitionable.capacity-restored";
 pub const PARTITIONABLE_PREPARED_PARTITION: &str = "partitionable.prepared-partition";
 
+// consumableCapacity
+pub const CONSUMABLE_SHARED: &str = "consumable.shared";
+pub const CONSUMABLE_PREPARED_SHARE: &str = "consumable.prepared-share";
+
 // deviceStatus
 pub const DEVICE_STATUS_REPORTED: &str = "device-status.reported";
 
@@ -110,6 +114,7 @@ pub const PLUGIN_PREPARE_REFUSES_FOREIGN_NODE: &str = "plugin.prepare.refuses-fo
 pub const PLUGIN_PREPARE_CONCURRENT: &str = "plugin.prepare.concurrent";
 pub const PLUGIN_PREPARE_OWN_RESULTS_ONLY: &str = "plugin.prepare.own-results-only";
 pub const PLUGIN_PREPARE_KEYED_BY_UID: &str = "plugin.prepare.keyed-by-uid";
+pub const PLUGIN_SHARES_INDEPENDENT: &str = "plugin.shares.independent";
 pub const PLUGIN_RESTART_KEEPS_STATE: &str = "plugin.restart.keeps-state";
 pub const PLUGIN_CDI_VALID: &str = "plugin.cdi.valid";
 pub const PLUGIN_CDI_RESOLVABLE: &str = "plugin.cdi.resolvable";
@@ -170,6 +175,14 @@ pub const MEANINGS: &[(&str, &str)] = &[
         "freeing the partition that holds a device's counters lets a waiting pod have a part of it",
     ),
     (PARTITIONABLE_PREPARED_PARTITION, "the container of a partition's claim sees that partition, not its device"),
+    (
+        CONSUMABLE_SHARED,
+        "claims share one device by its capacity, each with its own share, never beyond the capacity, a claim that asks for no amount getting the policy's default",
+    ),
+    (
+        CONSUMABLE_PREPARED_SHARE,
+        "the container of each share sees the device with its own share ID and the capacity allocated to it",
+    ),
     (
         DEVICE_STATUS_REPORTED,
         "the driver reports each device it prepared in the claim's status.devices, with the conditions the profile documents",
@@ -262,6 +275,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (PLUGIN_PREPARE_CONCURRENT, "claims prepared at the same time all succeed, each with its own devices"),
     (PLUGIN_PREPARE_OWN_RESULTS_ONLY, "of a claim with devices of several drivers, the driver prepares only its own"),
     (PLUGIN_PREPARE_KEYED_BY_UID, "two claims of one name are prepared side by side, each with its own devices"),
+    (
+        PLUGIN_SHARES_INDEPENDENT,
+        "two shares of one device are prepared side by side, each with its own CDI devices and share, and unpreparing one leaves the other prepared",
+    ),
     (PLUGIN_RESTART_KEEPS_STATE, "a restarted driver answers prepare as before and unprepares what it prepared"),
     (PLUGIN_CDI_VALID, "the CDI spec files the driver writes are valid"),
     (PLUGIN_CDI_RESOLVABLE, "every CDI ID prepare returns resolves to a device of a spec on the node"),

@@ -51,6 +51,7 @@ const NEEDS_PREPARE: &[&str] = &[
     PLUGIN_PREPARE_CONCURRENT,
     PLUGIN_PREPARE_OWN_RESULTS_ONLY,
     PLUGIN_PREPARE_KEYED_BY_UID,
+    PLUGIN_SHARES_INDEPENDENT,
     PLUGIN_RESTART_KEEPS_STATE,
     PLUGIN_CDI_VALID,
     PLUGIN_CDI_RESOLVABLE,
@@ -89,6 +90,8 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
     PARTITIONABLE_COUNTERS_RESPECTED,
     PARTITIONABLE_CAPACITY_RESTORED,
     PARTITIONABLE_PREPARED_PARTITION,
+    CONSUMABLE_SHARED,
+    CONSUMABLE_PREPARED_SHARE,
     DEVICE_STATUS_REPORTED,
     TAINTS_RULE_EVICTS,
     TAINTS_UNHEALTHY_KEPT_OFF,
@@ -161,7 +164,8 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "cdi-without-spec",
         misbehaviour: "prepare returns CDI IDs but writes no spec file, so containers cannot start",
-        breaks: &[&[PLUGIN_CDI_RESOLVABLE], NEEDS_RUNNING_WORKLOADS],
+        // Two shares' CDI devices that resolve to nothing set up no share either.
+        breaks: &[&[PLUGIN_CDI_RESOLVABLE, PLUGIN_SHARES_INDEPENDENT], NEEDS_RUNNING_WORKLOADS],
         // Skipped, not failed: a prepare that succeeds with no writable CDI dir may write its
         // specs elsewhere, so the retry cannot be provoked; `plugin.cdi.resolvable` fails it.
         may_break: &[&[PLUGIN_PREPARE_RETRY]],
@@ -177,12 +181,13 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "wrong-capacity=memory=1Ti",
-        misbehaviour: "every published device claims 1Ti of memory (the inventory has 24Gi and 80Gi), like memory reported in the wrong unit; the scheduler allocates requests no device can meet",
+        misbehaviour: "every published device claims 1Ti of memory (the inventory has 24Gi and 80Gi), like memory reported in the wrong unit; the scheduler allocates requests no device can meet, and a claim that asks for no share of the shared GPU gets all of it",
         breaks: &[&[
             PLUGIN_SLICES_MATCH_INVENTORY,
             PLUGIN_SLICES_FOLLOW_INVENTORY,
             CLAIM_IMPOSSIBLE_CAPACITY,
             CLAIM_IMPOSSIBLE_EXPLAINED,
+            CONSUMABLE_SHARED,
         ]],
         may_break: &[],
         skips: &[],
@@ -239,6 +244,8 @@ pub const FAULTS: &[FaultCase] = &[
             NODE_REBOOT_WORKLOADS_RESUME,
             PARTITIONABLE_PREPARED_PARTITION,
             EXTENDED_RESOURCE_PREPARED,
+            CONSUMABLE_PREPARED_SHARE,
+            PLUGIN_SHARES_INDEPENDENT,
         ]],
         // The force-delete and prioritized-list scenarios' claims have one device each: where
         // the scheduler allocates the node's first device, the wrong device is the right one.
@@ -343,6 +350,7 @@ pub const FAULTS: &[FaultCase] = &[
             PLUGIN_UNPREPARE_UNKNOWN_CLAIM,
             PLUGIN_PREPARE_OWN_RESULTS_ONLY,
             PLUGIN_PREPARE_KEYED_BY_UID,
+            PLUGIN_SHARES_INDEPENDENT,
             PLUGIN_RESTART_KEEPS_STATE,
             CAPACITY_RECOVERED,
             LIFECYCLE_UNPREPARED,
@@ -445,7 +453,9 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "drop-unlisted-claims",
         misbehaviour: "a prepare call is taken for the node's whole set of claims: the claims it does not name are undone (CDI spec and checkpoint entry), though pods still use them",
-        breaks: &[&[LIFECYCLE_PREPARED_AND_NEW]],
+        // The second share's prepare undoes the first's, which the plugin tier then finds
+        // without CDI devices.
+        breaks: &[&[LIFECYCLE_PREPARED_AND_NEW, PLUGIN_SHARES_INDEPENDENT]],
         // The lifecycle scenario starts two pods at once on its node: where the second's
         // prepare comes between the first's and the creation of its container (on a real node
         // its sandbox is made in between), the first cannot be created.
@@ -540,8 +550,8 @@ pub const FAULTS: &[FaultCase] = &[
     },
     FaultCase {
         fault: "refuse-in-use",
-        misbehaviour: "a prepare fails for a device another prepared claim holds: an admin-access claim on a device in use never runs",
-        breaks: &[&[ADMIN_ACCESS_IN_USE_DEVICE]],
+        misbehaviour: "a prepare fails for a device another prepared claim holds: an admin-access claim on a device in use never runs, nor does a second share of a shared device",
+        breaks: &[&[ADMIN_ACCESS_IN_USE_DEVICE, CONSUMABLE_SHARED, PLUGIN_SHARES_INDEPENDENT]],
         may_break: &[],
         skips: &[],
     },
@@ -603,6 +613,27 @@ pub const FAULTS: &[FaultCase] = &[
         fault: "health-wrong-device",
         misbehaviour: "each device's health is streamed under its neighbour's name: the pod on a faulty device reads healthy, another pod's device reads faulty",
         breaks: &[&[PLUGIN_HEALTH_REPORTED, HEALTH_POD_STATUS]],
+        may_break: &[],
+        skips: &[],
+    },
+    FaultCase {
+        fault: "no-multiple-allocations",
+        misbehaviour: "a GPU meant to be shared by memory is published as an ordinary one: the first claim takes it whole and the others wait",
+        breaks: &[&[PLUGIN_SLICES_MATCH_INVENTORY, CONSUMABLE_SHARED, CONSUMABLE_PREPARED_SHARE]],
+        may_break: &[],
+        skips: &[],
+    },
+    FaultCase {
+        fault: "share-id-ignored",
+        misbehaviour: "the driver keys a shared device's setup by the device alone: every later share of it is set up as the first, with that share's ID and memory",
+        breaks: &[&[CONSUMABLE_PREPARED_SHARE, PLUGIN_SHARES_INDEPENDENT]],
+        may_break: &[],
+        skips: &[],
+    },
+    FaultCase {
+        fault: "unprepare-all-shares",
+        misbehaviour: "unpreparing one share of a device tears down every share of it: the other pods' containers can no longer start again",
+        breaks: &[&[PLUGIN_SHARES_INDEPENDENT]],
         may_break: &[],
         skips: &[],
     },

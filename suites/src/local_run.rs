@@ -40,8 +40,10 @@ pub struct LocalRun {
 }
 
 /// Nodes of a default run: every scenario role of the shipped profiles of the mock on a node
-/// of its own (four each), so that the profiles run side by side; `--nodes`' default too.
-pub const DEFAULT_NODES: usize = 9;
+/// of its own (four each for standard-inference and training-intensive, one each for the
+/// partitioned and the shared GPU), so that the profiles run side by side; `--nodes`' default
+/// too.
+pub const DEFAULT_NODES: usize = 10;
 
 impl LocalRun {
     /// The default run of a driver: its shipped profiles, on [`DEFAULT_NODES`] nodes.

@@ -19,7 +19,7 @@ fn shipped(name: &str) -> profile::Profile {
 fn the_mock_profiles_ship_and_are_found_by_name() {
     let names: Vec<String> =
         profile::shipped("mock").iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["partitioned-inference", "standard-inference", "training-intensive"]);
+    assert_eq!(names, ["partitioned-inference", "shared-by-memory", "standard-inference", "training-intensive"]);
     for path in profile::shipped("mock") {
         let p = profile::load(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.metadata.name, path.file_stem().unwrap().to_string_lossy(), "name matches the file");
@@ -81,8 +81,9 @@ fn standard_inference_publishes_every_family_but_the_outages() {
         ]
     );
     // Every family but the outages, which take a node of their own and are training-intensive's,
-    // and the partitions, which need a class of partitions (partitioned-inference's): the IDs
-    // are all the families' except those and the other isolation mode.
+    // the partitions, which need a class of partitions (partitioned-inference's), and the shares,
+    // which need a class of shareable devices (shared-by-memory's): the IDs are all the
+    // families' except those and the other isolation mode.
     let elsewhere = [
         ids::ISOLATION_SHARED,
         ids::DRIVER_RESTART_LONG_OUTAGE,
@@ -90,13 +91,17 @@ fn standard_inference_publishes_every_family_but_the_outages() {
         ids::PARTITIONABLE_COUNTERS_RESPECTED,
         ids::PARTITIONABLE_CAPACITY_RESTORED,
         ids::PARTITIONABLE_PREPARED_PARTITION,
+        ids::CONSUMABLE_SHARED,
+        ids::CONSUMABLE_PREPARED_SHARE,
     ];
     let all: Vec<&str> = profile::family::all_ids().into_iter().filter(|id| !elsewhere.contains(id)).collect();
     assert_eq!(p.guarantee_ids(), all);
     let training = shipped("training-intensive").guarantee_ids();
     assert!(elsewhere[1..3].iter().all(|id| training.contains(id)), "the outages are published by training-intensive");
     let partitioned = shipped("partitioned-inference").guarantee_ids();
-    assert!(elsewhere[3..].iter().all(|id| partitioned.contains(id)), "partitioned-inference publishes the partitions");
+    assert!(elsewhere[3..6].iter().all(|id| partitioned.contains(id)), "partitioned-inference publishes the partitions");
+    let shared = shipped("shared-by-memory").guarantee_ids();
+    assert!(elsewhere[6..].iter().all(|id| shared.contains(id)), "shared-by-memory publishes the shares");
 
     let g = &p.guarantees;
     assert_eq!(g.allocation.as_ref().unwrap().within_seconds, 30);
@@ -575,10 +580,13 @@ fn a_profile_for_another_driver_says_how_to_fix_the_command() {
 fn an_unknown_profile_lists_the_drivers_profiles() {
     let e = profile::resolve("heavy-training", "mock").unwrap_err();
     let ProfileError::NotFound { available, .. } = &e else { panic!("{e}") };
-    assert_eq!(available, &["partitioned-inference", "standard-inference", "training-intensive"]);
+    assert_eq!(available, &["partitioned-inference", "shared-by-memory", "standard-inference", "training-intensive"]);
     let message = e.to_string();
     assert!(message.contains("unknown profile \"heavy-training\" for driver mock"), "{message}");
-    assert!(message.contains("partitioned-inference, standard-inference, training-intensive"), "{message}");
+    assert!(
+        message.contains("partitioned-inference, shared-by-memory, standard-inference, training-intensive"),
+        "{message}"
+    );
     assert!(message.contains("--profile"), "{message}");
 
     let e = profile::resolve("standard-inference", "nvidia-but-not-shipped").unwrap_err();

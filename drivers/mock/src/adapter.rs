@@ -57,7 +57,7 @@ pub fn adapter(program: &Path, inventory: &Path, faults: &[String]) -> Result<Ad
         installation: Some(crate::installation::installation(
             !faults.iter().any(|f| f == crate::faults::NO_NODE_POLICY),
         )),
-        workload: Workload { config: Some(CONFIG), ..Workload::env(Some(seen_devices)) },
+        workload: Workload { config: Some(CONFIG), shares: Some(seen_shares), ..Workload::env(Some(seen_devices)) },
         ..Adapter::runnable("mock", spec(program, inventory, faults), version)
     })
 }
@@ -145,6 +145,30 @@ pub fn seen_devices_with(prefix: &str, log: &str) -> Vec<String> {
         .filter(|(index, _)| index.parse::<usize>().is_ok())
         .map(|(_, device)| device.trim().to_string())
         .collect()
+}
+
+/// Per device the mock's CDI edits name (`DRACHECK_MOCK_DEVICE_<n>`) with a share, the share
+/// they show: `DRACHECK_MOCK_SHARE_<n>=<id>` and `DRACHECK_MOCK_CAPACITY_<n>_<name>=<quantity>`
+/// (capacity names with `_` for what a variable name cannot hold).
+pub fn seen_shares(log: &str) -> BTreeMap<String, dracheck_adapter::SeenShare> {
+    let prefix = crate::cdi::DEFAULT_ENV_PREFIX;
+    let device_prefix = format!("{prefix}_DEVICE_");
+    let vars: Vec<(&str, &str)> = log.lines().filter_map(|l| l.split_once('=')).collect();
+    let mut out = BTreeMap::new();
+    for (var, device) in &vars {
+        let Some(Ok(index)) = var.strip_prefix(&device_prefix).map(str::parse::<usize>) else { continue };
+        let share_var = crate::cdi::share_var(prefix, index);
+        let capacity_prefix = crate::cdi::capacity_var(prefix, index, "");
+        let share_id = vars.iter().find(|(v, _)| *v == share_var).map(|(_, id)| id.trim().to_string());
+        let capacity: BTreeMap<String, String> = vars
+            .iter()
+            .filter_map(|(v, q)| Some((v.strip_prefix(&capacity_prefix)?.to_string(), q.trim().to_string())))
+            .collect();
+        if share_id.is_some() || !capacity.is_empty() {
+            out.insert(device.trim().to_string(), dracheck_adapter::SeenShare { share_id, capacity });
+        }
+    }
+    out
 }
 
 /// The mock's opaque configuration (see `config`): configuration `i` sets `dracheck=config-<i>`,
@@ -251,13 +275,23 @@ mod tests {
     }
 
     #[test]
+    fn a_workload_shows_its_share_of_a_device() {
+        let log = "DRACHECK_MOCK_DEVICE_0=gpu-0\nDRACHECK_MOCK_DEVICE_5=gpu-5\n\
+                   DRACHECK_MOCK_SHARE_5=0b9c2f1e-8d4a-4c3b-9e7f-1a2b3c4d5e6f\nDRACHECK_MOCK_CAPACITY_5_memory=4Gi\n";
+        let seen = seen_shares(log);
+        assert_eq!(seen.len(), 1, "a device held whole shows no share: {seen:?}");
+        assert_eq!(seen["gpu-5"].share_id.as_deref(), Some("0b9c2f1e-8d4a-4c3b-9e7f-1a2b3c4d5e6f"));
+        assert_eq!(seen["gpu-5"].capacity, [("memory".to_string(), "4Gi".to_string())].into());
+    }
+
+    #[test]
     fn a_changed_inventory_takes_out_adds_and_drops_what_it_says() {
         let inv = crate::inventory::Inventory::load(&default_inventory()).unwrap();
         let pool = inv.pool_for("n").unwrap();
         let before = crate::slices::published_devices(&pool.devices, &Default::default());
         let after = changed(before.clone());
         let names: Vec<&str> = after.iter().map(|d| d.name.as_str()).skip(before.len() - 2).take(2).collect();
-        assert_eq!(names, ["gpu-4-half-0", "added-0"], "the last device is taken out, then the copies follow");
+        assert_eq!(names, ["gpu-4-half-1", "added-0"], "the last device is taken out, then the copies follow");
         assert_eq!(after.len(), before.len() - 1 + crate::slices::MAX_DEVICES_PER_SLICE, "more than one slice holds");
         let count =
             |d: &Device| (d.attributes.as_ref().map_or(0, |a| a.len()), d.capacity.as_ref().map_or(0, |c| c.len()));

@@ -84,13 +84,35 @@ fn config_env(index: usize, name: &str, value: &str) -> String {
     format!("{}={value}", config_var(index, name))
 }
 
+/// `<prefix>_SHARE_<index>`: the share ID of a prepared share of a device.
+pub fn share_var(prefix: &str, index: usize) -> String {
+    format!("{prefix}_SHARE_{index}")
+}
+
+/// `<prefix>_CAPACITY_<index>_<name>`: what a share of a device may use of its capacity
+/// `name` (characters a variable name cannot hold as `_`).
+pub fn capacity_var(prefix: &str, index: usize, name: &str) -> String {
+    let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    format!("{prefix}_CAPACITY_{index}_{name}")
+}
+
+/// A share's variables: its ID and what it may use of each capacity, so that the workload
+/// (a process limiting itself to its share of a GPU's memory) knows its limits.
+fn share_env(d: &crate::checkpoint::PreparedDevice) -> Vec<String> {
+    let prefix = &naming().env_prefix;
+    let id = d.share_id.iter().map(|id| format!("{}={id}", share_var(prefix, d.env_index)));
+    let capacity = d.capacity.iter().map(|(name, q)| format!("{}={q}", capacity_var(prefix, d.env_index, name)));
+    id.chain(capacity).collect()
+}
+
 pub fn spec(claim: &PreparedClaim) -> serde_json::Value {
     let devices: Vec<_> = claim
         .devices
         .iter()
         .map(|d| {
             let settings = d.config.iter().map(|(name, value)| config_env(d.env_index, name, value));
-            let env: Vec<String> = std::iter::once(device_env(d.env_index, &d.device)).chain(settings).collect();
+            let env: Vec<String> =
+                std::iter::once(device_env(d.env_index, &d.device)).chain(settings).chain(share_env(d)).collect();
             json!({ "name": d.cdi_name, "containerEdits": { "env": env } })
         })
         .collect();

@@ -42,6 +42,13 @@ pub struct PreparedDevice {
     /// The settings of the opaque configs that apply to it (`config`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub config: crate::config::Settings,
+    /// The allocation's share of a device that several claims hold at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
+    /// What the share consumes of the device's capacities (the allocation's
+    /// `consumedCapacity`), by capacity name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity: BTreeMap<String, String>,
 }
 
 impl PreparedClaim {
@@ -54,6 +61,7 @@ impl PreparedClaim {
                 pool_name: d.pool.clone(),
                 device_name: d.device.clone(),
                 cdi_device_ids: vec![crate::cdi::device_id(&d.cdi_name)],
+                share_id: d.share_id.clone(),
             })
             .collect()
     }
@@ -145,6 +153,8 @@ mod tests {
                     cdi_name: "u1-gpu-0".into(),
                     env_index: 0,
                     config: [("mode".to_string(), "watch".to_string())].into(),
+                    share_id: Some("5ba7e3c0-8f1d-4c2a-9b3e-00000000000a".into()),
+                    capacity: [("memory".to_string(), "4Gi".to_string())].into(),
                 }],
             },
         );

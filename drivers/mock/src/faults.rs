@@ -63,6 +63,9 @@ pub enum Fault {
     NoHealth,
     FirstRequestNames,
     HealthWrongDevice,
+    NoMultipleAllocations,
+    ShareIdIgnored,
+    UnprepareAllShares,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -576,6 +579,29 @@ pub const TABLE: &[FaultSpec] = &[
         name: "health-wrong-device",
         doc: "each device's health is reported under the next device's name",
         form: Form::Bare(Fault::HealthWrongDevice),
+    },
+    // Like a driver that publishes a shareable GPU as an ordinary one: each claim takes it
+    // whole, so the claims a platform promised to share it wait. Breaks
+    // `plugin.slices.match-inventory` and `consumable.shared`.
+    FaultSpec {
+        name: "no-multiple-allocations",
+        doc: "devices that allow multiple allocations are published without allowMultipleAllocations and request policies",
+        form: Form::Bare(Fault::NoMultipleAllocations),
+    },
+    // Like a driver that keys what it sets up for a shared device by the device alone: the
+    // first share's setup is handed to every later share. Breaks `consumable.prepared-share`
+    // and `plugin.shares.independent`.
+    FaultSpec {
+        name: "share-id-ignored",
+        doc: "a share of a device is prepared with the share ID and capacity of the first share prepared on it, which the answer then names",
+        form: Form::Bare(Fault::ShareIdIgnored),
+    },
+    // Like a driver that tears a shared device's sharing down when one of its users goes.
+    // Breaks `plugin.shares.independent`.
+    FaultSpec {
+        name: "unprepare-all-shares",
+        doc: "unprepare of a claim with a share of a device also undoes every other claim's share of it",
+        form: Form::Bare(Fault::UnprepareAllShares),
     },
 ];
 

@@ -175,7 +175,11 @@ pub struct DeviceSpec {
     #[serde(default)]
     attributes: BTreeMap<QualifiedName, Attribute>,
     #[serde(default)]
-    capacity: BTreeMap<QualifiedName, Quantity>,
+    capacity: BTreeMap<QualifiedName, Capacity>,
+    /// Several claims may hold the device at once, each consuming part of its capacities
+    /// (`allowMultipleAllocations`, consumable capacity), as a GPU is shared by memory.
+    #[serde(default, rename = "allowMultipleAllocations")]
+    allow_multiple_allocations: bool,
     /// `false`: the device is faulty (as a health check finds it); the mock publishes it with
     /// the [`UNHEALTHY_TAINT`] so that the scheduler keeps new claims off it.
     #[serde(default = "healthy")]
@@ -187,6 +191,103 @@ pub struct DeviceSpec {
 
 fn healthy() -> bool {
     true
+}
+
+/// A capacity: a quantity, or for a device that allows multiple allocations also the policy
+/// by which claims consume it (`{ value: 24Gi, requestPolicy: { default: 4Gi, validRange: { min:
+/// 1Gi, step: 1Gi } } }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capacity {
+    Value(Quantity),
+    WithPolicy(CapacityWithPolicy),
+}
+
+impl<'de> Deserialize<'de> for Capacity {
+    /// By hand rather than `untagged`, so that a malformed quantity keeps its own message.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Capacity, D::Error> {
+        struct Visitor;
+        impl<'de> de::Visitor<'de> for Visitor {
+            type Value = Capacity;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a quantity, or { value: QUANTITY, requestPolicy: … }")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Capacity, E> {
+                Ok(Capacity::Value(Quantity(n.to_string())))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Capacity, E> {
+                Quantity::deserialize(de::value::StrDeserializer::new(s)).map(Capacity::Value)
+            }
+            fn visit_map<M: de::MapAccess<'de>>(self, map: M) -> Result<Capacity, M::Error> {
+                CapacityWithPolicy::deserialize(de::value::MapAccessDeserializer::new(map)).map(Capacity::WithPolicy)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityWithPolicy {
+    pub value: Quantity,
+    #[serde(default)]
+    pub request_policy: Option<RequestPolicy>,
+}
+
+/// What a claim may consume of a shared capacity (the API's `CapacityRequestPolicy`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RequestPolicy {
+    /// What a claim that asks for no amount consumes.
+    #[serde(default)]
+    pub default: Option<Quantity>,
+    #[serde(default)]
+    pub valid_values: Vec<Quantity>,
+    #[serde(default)]
+    pub valid_range: Option<RequestRange>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestRange {
+    pub min: Quantity,
+    #[serde(default)]
+    pub max: Option<Quantity>,
+    #[serde(default)]
+    pub step: Option<Quantity>,
+}
+
+impl Capacity {
+    pub fn value(&self) -> &Quantity {
+        match self {
+            Capacity::Value(q) => q,
+            Capacity::WithPolicy(c) => &c.value,
+        }
+    }
+
+    pub fn request_policy(&self) -> Option<&RequestPolicy> {
+        match self {
+            Capacity::Value(_) => None,
+            Capacity::WithPolicy(c) => c.request_policy.as_ref(),
+        }
+    }
+
+    /// The capacity as a ResourceSlice publishes it.
+    fn to_api(&self) -> k8s_openapi::api::resource::v1::DeviceCapacity {
+        use k8s_openapi::api::resource::v1::{CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity};
+        let q = |q: &Quantity| k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.0.clone());
+        DeviceCapacity {
+            value: q(self.value()),
+            request_policy: self.request_policy().map(|p| CapacityRequestPolicy {
+                default: p.default.as_ref().map(q),
+                valid_values: (!p.valid_values.is_empty()).then(|| p.valid_values.iter().map(q).collect()),
+                valid_range: p.valid_range.as_ref().map(|r| CapacityRequestPolicyRange {
+                    min: q(&r.min),
+                    max: r.max.as_ref().map(q),
+                    step: r.step.as_ref().map(q),
+                }),
+            }),
+        }
+    }
 }
 
 /// The taint key of a device the inventory marks unhealthy; its effect is `NoSchedule`, so
@@ -316,6 +417,11 @@ impl DeviceSpec {
         self.healthy = false;
     }
 
+    /// Whether several claims may hold the device at once, each a share of its capacities.
+    pub fn allows_multiple_allocations(&self) -> bool {
+        self.allow_multiple_allocations
+    }
+
     pub fn attribute(&self, name: &str) -> Option<&Attribute> {
         self.attributes.get(&QualifiedName(name.to_string()))
     }
@@ -331,10 +437,13 @@ impl DeviceSpec {
                 Attribute::Version(v) => b.version(&name.0, &v.0),
             };
         }
-        for (name, quantity) in &self.capacity {
-            b = b.capacity(&name.0, &quantity.0);
-        }
         let mut device = b.build();
+        if !self.capacity.is_empty() {
+            device.capacity = Some(self.capacity.iter().map(|(name, c)| (name.0.clone(), c.to_api())).collect());
+        }
+        if self.allow_multiple_allocations {
+            device.allow_multiple_allocations = Some(true);
+        }
         if !self.consumes_counters.is_empty() {
             device.consumes_counters = Some(
                 self.consumes_counters
@@ -387,8 +496,18 @@ pub fn render(devices: &[Device], counter_sets: &[CounterSet]) -> String {
         if let Some(caps) = d.capacity.as_ref().filter(|c| !c.is_empty()) {
             out.push_str("        capacity:\n");
             for (name, c) in caps {
-                out.push_str(&format!("          {name:?}: {:?}\n", c.value.0));
+                match &c.request_policy {
+                    None => out.push_str(&format!("          {name:?}: {:?}\n", c.value.0)),
+                    Some(p) => out.push_str(&format!(
+                        "          {name:?}: {{ value: {:?}, requestPolicy: {} }}\n",
+                        c.value.0,
+                        render_policy(p)
+                    )),
+                }
             }
+        }
+        if d.allow_multiple_allocations == Some(true) {
+            out.push_str("        allowMultipleAllocations: true\n");
         }
         if d.taints.iter().flatten().any(|t| t.key == UNHEALTHY_TAINT) {
             out.push_str("        healthy: false\n");
@@ -405,6 +524,25 @@ pub fn render(devices: &[Device], counter_sets: &[CounterSet]) -> String {
         }
     }
     out
+}
+
+/// A request policy as the inventory writes it, on one line.
+fn render_policy(p: &k8s_openapi::api::resource::v1::CapacityRequestPolicy) -> String {
+    let mut fields = Vec::new();
+    if let Some(d) = &p.default {
+        fields.push(format!("default: {:?}", d.0));
+    }
+    if let Some(values) = p.valid_values.as_ref().filter(|v| !v.is_empty()) {
+        let values: Vec<String> = values.iter().map(|v| format!("{:?}", v.0)).collect();
+        fields.push(format!("validValues: [{}]", values.join(", ")));
+    }
+    if let Some(r) = &p.valid_range {
+        let mut range = vec![format!("min: {:?}", r.min.0)];
+        range.extend(r.max.as_ref().map(|m| format!("max: {:?}", m.0)));
+        range.extend(r.step.as_ref().map(|s| format!("step: {:?}", s.0)));
+        fields.push(format!("validRange: {{ {} }}", range.join(", ")));
+    }
+    format!("{{ {} }}", fields.join(", "))
 }
 
 /// The taint a device the inventory marks unhealthy is published with.
@@ -558,13 +696,19 @@ mod tests {
     }
 
     #[test]
-    fn the_shipped_example_parses_with_four_gpus_of_two_models_and_a_partitioned_one() {
+    fn the_shipped_example_parses_with_gpus_of_three_models_a_partitioned_one_and_a_shared_one() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/default.yaml");
         let inv = Inventory::load(&path).unwrap();
         let pool = inv.pool_for("any-node").unwrap();
         let (partitions, devices): (Vec<&DeviceSpec>, Vec<&DeviceSpec>) =
             pool.devices.iter().partition(|d| !d.consumes_counters.is_empty());
-        assert_eq!((devices.len(), partitions.len(), pool.counter_sets.len()), (4, 3, 1));
+        assert_eq!((devices.len(), partitions.len(), pool.counter_sets.len()), (5, 3, 1));
+        let shared: Vec<&&DeviceSpec> = devices.iter().filter(|d| d.allows_multiple_allocations()).collect();
+        assert_eq!(shared.len(), 1, "one GPU is shared by memory");
+        let memory = &shared[0].to_device().capacity.unwrap()["memory"];
+        let policy = memory.request_policy.as_ref().expect("the shared memory has a request policy");
+        assert_eq!(policy.default.as_ref().map(|q| q.0.as_str()), Some("4Gi"));
+        assert_eq!(shared[0].to_device().allow_multiple_allocations, Some(true));
         let whole = partitions[0].to_device().consumes_counters.unwrap();
         assert_eq!(whole[0].counters, pool.counter_sets[0].to_counter_set().counters, "the whole takes all");
         let models: std::collections::BTreeSet<_> = devices
@@ -574,7 +718,7 @@ mod tests {
                 other => panic!("model is a string attribute, got {other:?}"),
             })
             .collect();
-        assert_eq!(models.len(), 2);
+        assert_eq!(models.len(), 3);
         let published = devices[0].to_device();
         assert!(published.capacity.unwrap().contains_key("memory"));
         let attrs = published.attributes.unwrap();
@@ -594,10 +738,35 @@ mod tests {
                 .capacity("memory", "85899345920")
                 .build(),
             dracheck_objects::device("gpu-1").build(),
+            shared_device(),
         ];
         let inv = Inventory::parse(Path::new("rendered.yaml"), &render(&devices, &[])).unwrap();
         let back: Vec<Device> = inv.devices_for("any").unwrap().iter().map(DeviceSpec::to_device).collect();
         assert_eq!(back, devices);
+    }
+
+    /// A device several claims share by memory, with every field of a request policy.
+    fn shared_device() -> Device {
+        use k8s_openapi::api::resource::v1::{CapacityRequestPolicy, CapacityRequestPolicyRange};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
+        let mut d = dracheck_objects::device("gpu-5").capacity("memory", "24Gi").capacity("slots", "4").build();
+        let caps = d.capacity.as_mut().unwrap();
+        caps.get_mut("memory").unwrap().request_policy = Some(CapacityRequestPolicy {
+            default: Some(Q("4Gi".into())),
+            valid_range: Some(CapacityRequestPolicyRange {
+                min: Q("1Gi".into()),
+                max: Some(Q("16Gi".into())),
+                step: Some(Q("1Gi".into())),
+            }),
+            valid_values: None,
+        });
+        caps.get_mut("slots").unwrap().request_policy = Some(CapacityRequestPolicy {
+            default: Some(Q("1".into())),
+            valid_values: Some(vec![Q("1".into()), Q("2".into())]),
+            valid_range: None,
+        });
+        d.allow_multiple_allocations = Some(true);
+        d
     }
 
     #[test]

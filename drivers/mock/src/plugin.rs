@@ -185,7 +185,7 @@ impl Plugin {
             } else {
                 request.split_once('/').map_or(request.as_str(), |(r, _)| r).to_string()
             };
-            if let Some(seen) = devices.iter_mut().find(|d| d.device == result.device) {
+            if let Some(seen) = devices.iter_mut().find(|d| d.device == result.device && d.share_id == result.share_id) {
                 if !seen.request_names.contains(&named) {
                     seen.request_names.push(named);
                 }
@@ -213,6 +213,17 @@ impl Plugin {
             };
             let settings = config::settings_for(&configs, &ctx.driver, &result.request, applying)
                 .map_err(|e| format!("{who}, device {}: {e}", result.device))?;
+            let capacity = result.consumed_capacity.unwrap_or_default().into_iter().map(|(n, q)| (n, q.0)).collect();
+            let mut share = (result.share_id, capacity);
+            if faults.has(&Fault::ShareIdIgnored)
+                && share.0.is_some()
+                && let Some(first) = state.checkpoint.claims.values().flat_map(|p| &p.devices).find(|d| {
+                    d.device == result.device && d.pool == result.pool && d.share_id.is_some()
+                })
+            {
+                log!("fault share-id-ignored: {who} gets the share of device {} prepared first", result.device);
+                share = (first.share_id.clone(), first.capacity.clone());
+            }
             devices.push(PreparedDevice {
                 config: settings,
                 request_names: vec![named],
@@ -220,6 +231,8 @@ impl Plugin {
                 device: result.device,
                 cdi_name,
                 env_index,
+                share_id: share.0,
+                capacity: share.1,
             });
         }
         let prepared = PreparedClaim {
@@ -396,7 +409,28 @@ impl Plugin {
             state.checkpoint.claims.insert(claim.uid.clone(), prepared);
             return Err(e);
         }
+        if ctx.faults.has(&Fault::UnprepareAllShares) {
+            self.undo_other_shares(state, &prepared);
+        }
         Ok(true)
+    }
+
+    /// The `unprepare-all-shares` fault: every other claim holding a share of a device that
+    /// `gone` held a share of is undone too.
+    fn undo_other_shares(&self, state: &mut State, gone: &PreparedClaim) {
+        let shared = |d: &PreparedDevice| {
+            d.share_id.is_some() && gone.devices.iter().any(|g| g.share_id.is_some() && g.device == d.device)
+        };
+        let others: Vec<String> =
+            state.checkpoint.claims.values().filter(|p| p.devices.iter().any(shared)).map(|p| p.uid.clone()).collect();
+        for uid in others {
+            state.checkpoint.claims.remove(&uid);
+            let undone = cdi::remove(&self.ctx.cdi_dir, &uid);
+            log!("fault unprepare-all-shares: undid claim {uid}, which held a share of the same device ({undone:?})");
+        }
+        if let Err(e) = self.ctx.checkpoint.save(&state.checkpoint) {
+            log!("fault unprepare-all-shares: saving the checkpoint: {e}");
+        }
     }
 }
 

@@ -68,12 +68,20 @@ pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Devic
             if faults.has(&Fault::PartitionConsumesNothing) {
                 device.consumes_counters = None;
             }
+            if faults.has(&Fault::NoMultipleAllocations) && device.allow_multiple_allocations.take().is_some() {
+                // The API refuses a request policy on a device allocated whole.
+                for c in device.capacity.iter_mut().flat_map(|c| c.values_mut()) {
+                    c.request_policy = None;
+                }
+            }
             device
         })
         .collect();
     // Copies of a real device, so that the same requests match them: the last that is no
-    // partition, since copies of a partition would share its counters and not add devices.
-    if let Some(last) = devices.iter().rev().find(|d| d.consumes_counters.is_none()).cloned() {
+    // partition, since copies of a partition would share its counters and not add devices,
+    // and no shared one, since claims share it rather than count it.
+    let whole = |d: &&Device| d.consumes_counters.is_none() && d.allow_multiple_allocations.is_none();
+    if let Some(last) = devices.iter().rev().find(whole).cloned() {
         devices.extend((0..faults.phantom_devices()).map(|i| Device { name: format!("phantom-{i}"), ..last.clone() }));
     }
     devices

@@ -39,6 +39,8 @@ pub async fn report(
                 observed_generation: None,
             }]),
             data: Some(RawExtension(serde_json::json!({ "cdiDeviceIDs": d.cdi_device_ids }))),
+            // A share is its own entry: the API keys them by device and share.
+            share_id: d.share_id.clone(),
             ..AllocatedDeviceStatus::default()
         })
         .collect();

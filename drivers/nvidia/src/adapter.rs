@@ -48,6 +48,8 @@ pub fn adapter(opts: Options) -> Adapter {
             // The NVIDIA driver's configs (sharing, MPS) show in no command a workload can run
             // portably; the `config` family is skipped for it.
             config: None,
+            // Time-slicing and MPS shares show no share ID in a container.
+            shares: None,
         },
         device_classes: crate::device_classes(),
         // Its chart's: read from its plugin's pods (`--driver-pods`).

@@ -143,6 +143,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["partitionable"],
     },
     Family {
+        key: "consumableCapacity",
+        parameters: &["capacity", "share"],
+        ids: &[CONSUMABLE_SHARED, CONSUMABLE_PREPARED_SHARE],
+        publishes: Publishes::All(|g| g.consumable_capacity.is_some()),
+        scenarios: &["consumable-capacity"],
+    },
+    Family {
         key: "deviceStatus",
         parameters: &["conditions", "withinSeconds"],
         ids: &[DEVICE_STATUS_REPORTED],

@@ -64,6 +64,7 @@ pub struct Guarantees {
     pub device_status: Option<DeviceStatus>,
     pub device_taints: Option<DeviceTaints>,
     pub extended_resource: Option<ExtendedResource>,
+    pub consumable_capacity: Option<ConsumableCapacity>,
     pub resource_health: Option<ResourceHealth>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
@@ -228,6 +229,22 @@ impl DeviceStatus {
     pub fn within(&self) -> Duration {
         Duration::from_secs(self.within_seconds)
     }
+}
+
+/// Claims share one device by one of its capacities (`allowMultipleAllocations`, consumable
+/// capacity, as a GPU is shared by memory): pods whose claims each ask for `share` of
+/// `capacity` run side by side on one device, each with its own share, until the next would
+/// take more than the device has; a claim that asks for no amount gets the device's default;
+/// and each container sees its own share and what it may use.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumableCapacity {
+    /// The capacity shares consume, as the slices name it (`memory`).
+    #[serde(deserialize_with = "super::file::capacity_name")]
+    pub capacity: String,
+    /// What each claim asks for (`8Gi`).
+    #[serde(deserialize_with = "super::file::quantity")]
+    pub share: String,
 }
 
 /// Device taints do what they promise: an administrator's `NoExecute` DeviceTaintRule evicts

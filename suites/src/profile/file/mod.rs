@@ -68,6 +68,24 @@ pub(super) fn positive_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D
     }
 }
 
+/// A quantity as written (`8Gi`, `4`).
+pub(super) fn quantity<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    QuantityText::deserialize(d).map(|q| q.0)
+}
+
+/// A capacity's name as slices key it: a C identifier, optionally prefixed by a domain.
+pub(super) fn capacity_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let name = String::deserialize(d)?;
+    if dracheck_objects::names::is_qualified_name(&name) {
+        Ok(name)
+    } else {
+        Err(de::Error::custom(format!(
+            "{name:?} is not a capacity name (a C identifier of at most 32 characters, optionally prefixed by a \
+             DNS domain and '/', such as memory)"
+        )))
+    }
+}
+
 /// A whole number in the file (counts, limits).
 #[derive(Debug, Clone, Copy)]
 struct Whole(i64);
@@ -198,6 +216,8 @@ struct GuaranteesFile {
     device_taints: Option<DeviceTaints>,
     #[serde(default)]
     extended_resource: Option<ExtendedResource>,
+    #[serde(default)]
+    consumable_capacity: Option<ConsumableCapacity>,
     #[serde(default)]
     resource_health: Option<ResourceHealth>,
     #[serde(default)]

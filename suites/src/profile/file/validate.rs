@@ -255,6 +255,7 @@ impl Validator<'_> {
             device_status: g.device_status,
             device_taints: g.device_taints,
             extended_resource: g.extended_resource,
+            consumable_capacity: g.consumable_capacity,
             resource_health: g.resource_health,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,

@@ -5,6 +5,7 @@ mod coexistence;
 mod common;
 mod compatible;
 mod config;
+mod consumable_capacity;
 mod container_restart;
 mod device_status;
 mod driver_outage;
@@ -45,6 +46,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &coexistence::SCENARIO,
         &prioritized_list::SCENARIO,
         &partitionable::SCENARIO,
+        &consumable_capacity::SCENARIO,
         &device_status::SCENARIO,
         &health::SCENARIO,
         &taints::SCENARIO,

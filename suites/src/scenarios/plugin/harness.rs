@@ -53,6 +53,9 @@ pub struct Allocated<'a> {
     pub driver: &'a str,
     pub pool: &'a str,
     pub device: &'a str,
+    /// A share of a device that allows multiple allocations: its `shareID` and
+    /// `consumedCapacity`.
+    pub share: Option<(&'a str, &'a BTreeMap<String, String>)>,
 }
 
 impl PluginNode {
@@ -201,7 +204,7 @@ impl PluginNode {
 
     /// A result of this driver: `device` of `pool`, for the claim's one request.
     pub fn result<'a>(&'a self, pool: &'a str, device: &'a str) -> Allocated<'a> {
-        Allocated { request: dracheck_objects::claim::REQUEST, driver: &self.driver_name, pool, device }
+        Allocated { request: dracheck_objects::claim::REQUEST, driver: &self.driver_name, pool, device, share: None }
     }
 
     /// `claim` created and allocated by hand to `results` (which may name other drivers),
@@ -217,9 +220,15 @@ impl PluginNode {
         let created = claims.create(&PostParams::default(), &claim).await.doing(|| format!("creating claim {name}"))?;
         let results: Vec<_> = results
             .iter()
-            .map(
-                |r| serde_json::json!({ "request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device }),
-            )
+            .map(|r| {
+                let mut result =
+                    serde_json::json!({ "request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device });
+                if let Some((id, consumed)) = r.share {
+                    result["shareID"] = id.into();
+                    result["consumedCapacity"] = serde_json::json!(consumed);
+                }
+                result
+            })
             .collect();
         let name = name.as_str();
         let status = serde_json::json!({ "status": {

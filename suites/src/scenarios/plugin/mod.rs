@@ -17,6 +17,7 @@ mod prepare_retry;
 mod registration;
 mod registration_retry;
 mod restart;
+mod shares;
 mod slices;
 mod slices_kept;
 mod taints;
@@ -42,6 +43,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &concurrent::SCENARIO,
         &other_drivers::SCENARIO,
         &claim_identity::SCENARIO,
+        &shares::SCENARIO,
         &restart::SCENARIO,
         &cdi::SCENARIO,
     ]

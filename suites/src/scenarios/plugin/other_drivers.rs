@@ -21,7 +21,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         .claim(&ctx.ns, "two-drivers");
     let results = [
         node.result(&node.name, &mine),
-        Allocated { request: OTHER_REQUEST, driver: OTHER_DRIVER, pool: &node.name, device: OTHER_DEVICE },
+        Allocated { request: OTHER_REQUEST, driver: OTHER_DRIVER, pool: &node.name, device: OTHER_DEVICE, share: None },
     ];
     let claim = node.allocate_results(claim, &results).await?;
     let got = match node.prepared(&claim).await {
