@@ -5,9 +5,9 @@
 //! bare spec.
 
 use k8s_openapi::api::resource::v1::{
-    CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceRequest, DeviceSelector, DeviceSubRequest,
-    CapacityRequirements, DeviceToleration, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec,
-    ResourceClaimTemplate, ResourceClaimTemplateSpec,
+    CELDeviceSelector, CapacityRequirements, DeviceClaim, DeviceClaimConfiguration, DeviceRequest, DeviceSelector,
+    DeviceSubRequest, DeviceToleration, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim,
+    ResourceClaimSpec, ResourceClaimTemplate, ResourceClaimTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 

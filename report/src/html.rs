@@ -24,6 +24,7 @@ pub fn render(r: &RunResult) -> String {
             if r.cluster.feature_gates.is_empty() { "(defaults)".into() } else { r.cluster.feature_gates.clone() },
         ),
         ("features served", r.cluster.served_features_line()),
+        ("DRA gates (API server)", r.cluster.enabled_gates_line()),
         ("started", r.started_at.clone()),
         ("duration", format!("{:.1}s", r.duration_seconds)),
         ("dracheck", r.dracheck_version.clone()),

@@ -21,6 +21,10 @@ pub fn render(r: &RunResult) -> String {
         r.started_at,
         r.duration_seconds
     ));
+    let gates = r.cluster.enabled_gates_line();
+    if !gates.is_empty() {
+        out.push_str(&format!("DRA gates (API server): {gates}\n\n"));
+    }
     for section in view::sections(r) {
         out.push_str(&format!("### {}\n\n| guarantee | verdict | reason | time |\n|---|---|---|---|\n", section.title));
         for g in section.guarantees {

@@ -54,6 +54,9 @@ pub const PARTITIONABLE_PREPARED_PARTITION: &str = "partitionable.prepared-parti
 pub const CONSUMABLE_SHARED: &str = "consumable.shared";
 pub const CONSUMABLE_PREPARED_SHARE: &str = "consumable.prepared-share";
 
+// bindingConditions
+pub const BINDING_CONDITIONS_BOUND_WHEN_READY: &str = "binding-conditions.bound-when-ready";
+
 // deviceStatus
 pub const DEVICE_STATUS_REPORTED: &str = "device-status.reported";
 
@@ -178,6 +181,10 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (
         CONSUMABLE_SHARED,
         "claims share one device by its capacity, each with its own share, never beyond the capacity, a claim that asks for no amount getting the policy's default",
+    ),
+    (
+        BINDING_CONDITIONS_BOUND_WHEN_READY,
+        "a pod whose device needs the driver to get it ready is bound only once the driver has set its binding conditions True in the claim's status, within the promised time",
     ),
     (
         CONSUMABLE_PREPARED_SHARE,

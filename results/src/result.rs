@@ -88,6 +88,11 @@ pub struct ClusterFacts {
     /// (`DRAPrioritizedList: true`): what the gated scenarios were skipped or run for.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub served_features: std::collections::BTreeMap<String, bool>,
+    /// The DRA feature gates as the API server reports them (its `kubernetes_feature_enabled`
+    /// metric), where the suite may read `/metrics`: what the cluster runs with, beside what
+    /// the probes saw served.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub enabled_gates: std::collections::BTreeMap<String, bool>,
 }
 
 impl ClusterFacts {
@@ -95,6 +100,15 @@ impl ClusterFacts {
     pub fn describe(&self) -> String {
         let kind = self.node_kind.as_deref().map_or(String::new(), |k| format!("{k} "));
         format!("{}, {} {kind}nodes", self.provider, self.nodes)
+    }
+
+    /// `DRAConsumableCapacity on, DRADeviceTaintRules off`; empty where `/metrics` was not read.
+    pub fn enabled_gates_line(&self) -> String {
+        self.enabled_gates
+            .iter()
+            .map(|(gate, on)| format!("{gate} {}", if *on { "on" } else { "off" }))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// `DRAAdminAccess on, DRAPrioritizedList off`; empty where nothing was probed.

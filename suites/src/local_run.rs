@@ -106,6 +106,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         nodes: cluster.nodes().len(),
         node_kind: Some(cluster.node_kind().name().to_string()),
         served_features: Default::default(),
+        enabled_gates: Default::default(),
     };
     let driver = driver_facts(&cfg.adapter);
     let access = cfg.adapter.spec.clone().map(|spec| PluginAccess {
@@ -151,6 +152,7 @@ impl Started {
 async fn run_on(mut target: Target, plan: &Plan, started: Started, keep: bool, progress: &Progress) -> Finished {
     let say = |l: &str| progress.line(l);
     target.cluster.served_features = engine::served::probe(&target.client).await;
+    target.cluster.enabled_gates = engine::served::gates_enabled(&target.client).await;
     let outcome = engine::run(&target, plan, &say).await;
     let teardown = Instant::now();
     let (facts, driver) = (target.cluster.clone(), target.driver.clone());
@@ -440,6 +442,7 @@ mod tests {
             nodes: 1,
             node_kind: Some("real".into()),
             served_features: Default::default(),
+            enabled_gates: Default::default(),
         };
         let driver = DriverFacts { name: "d".into(), version: "1".into(), artifact: "a".into() };
         let build = Duration::from_secs(90);

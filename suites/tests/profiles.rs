@@ -81,7 +81,8 @@ fn standard_inference_publishes_every_family_but_the_outages() {
         ]
     );
     // Every family but the outages, which take a node of their own and are training-intensive's,
-    // the partitions, which need a class of partitions (partitioned-inference's), and the shares,
+    // the partitions and their binding conditions, which need a class of partitions
+    // (partitioned-inference's), and the shares,
     // which need a class of shareable devices (shared-by-memory's): the IDs are all the
     // families' except those and the other isolation mode.
     let elsewhere = [
@@ -91,6 +92,7 @@ fn standard_inference_publishes_every_family_but_the_outages() {
         ids::PARTITIONABLE_COUNTERS_RESPECTED,
         ids::PARTITIONABLE_CAPACITY_RESTORED,
         ids::PARTITIONABLE_PREPARED_PARTITION,
+        ids::BINDING_CONDITIONS_BOUND_WHEN_READY,
         ids::CONSUMABLE_SHARED,
         ids::CONSUMABLE_PREPARED_SHARE,
     ];
@@ -99,9 +101,12 @@ fn standard_inference_publishes_every_family_but_the_outages() {
     let training = shipped("training-intensive").guarantee_ids();
     assert!(elsewhere[1..3].iter().all(|id| training.contains(id)), "the outages are published by training-intensive");
     let partitioned = shipped("partitioned-inference").guarantee_ids();
-    assert!(elsewhere[3..6].iter().all(|id| partitioned.contains(id)), "partitioned-inference publishes the partitions");
+    assert!(
+        elsewhere[3..7].iter().all(|id| partitioned.contains(id)),
+        "partitioned-inference publishes the partitions"
+    );
     let shared = shipped("shared-by-memory").guarantee_ids();
-    assert!(elsewhere[6..].iter().all(|id| shared.contains(id)), "shared-by-memory publishes the shares");
+    assert!(elsewhere[7..].iter().all(|id| shared.contains(id)), "shared-by-memory publishes the shares");
 
     let g = &p.guarantees;
     assert_eq!(g.allocation.as_ref().unwrap().within_seconds, 30);

@@ -1,7 +1,8 @@
 //! Feature detection tells a gate that is off from one that is on: on a local cluster whose
 //! API server has three of the DRA gates switched off, the probes that fill a result's
 //! `served_features` report exactly those three as off, and every other gate they know as on
-//! (the release's defaults), and the reason a scenario is skipped with names the gate.
+//! (the release's defaults), the API server's `kubernetes_feature_enabled` metric says the
+//! same, and the reason a scenario is skipped with names the gate.
 
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_suites::engine::served;
@@ -24,6 +25,15 @@ async fn gates_switched_off_are_reported_off_and_the_others_on() {
         assert_eq!(found.get(gate), Some(&true), "{gate} is on by default, the probes found {found:?}");
     }
     assert_eq!(found.len(), OFF.len() + 4, "a probe did not answer: {found:?}");
+
+    // The API server's own account of its gates (its metrics) agrees with the probes.
+    let enabled = served::gates_enabled(&client).await;
+    for gate in OFF {
+        assert_eq!(enabled.get(*gate), Some(&false), "{gate} is off, the metrics say {enabled:?}");
+    }
+    for gate in ["DynamicResourceAllocation", "DRAPrioritizedList", "DRADeviceTaints"] {
+        assert_eq!(enabled.get(gate), Some(&true), "{gate} is on, the metrics say {enabled:?}");
+    }
 
     let why = served::slice_dropped(&client, "gpu.mock.dracheck.io", &served::SHARED_COUNTERS)
         .await

@@ -66,6 +66,8 @@ pub enum Fault {
     NoMultipleAllocations,
     ShareIdIgnored,
     UnprepareAllShares,
+    NeverAttach,
+    NoBindingConditions,
 }
 
 /// One fault as `--fault` and inventory files spell it.
@@ -602,6 +604,22 @@ pub const TABLE: &[FaultSpec] = &[
         name: "unprepare-all-shares",
         doc: "unprepare of a claim with a share of a device also undoes every other claim's share of it",
         form: Form::Bare(Fault::UnprepareAllShares),
+    },
+    // Like a driver whose controller never finishes attaching (a partition never carved out):
+    // the scheduler holds the pod's binding until its timeout. Breaks
+    // `binding-conditions.bound-when-ready` and the partitions' checks, whose pods never bind.
+    FaultSpec {
+        name: "never-attach",
+        doc: "the binding conditions of allocated devices are never set in the claim's status",
+        form: Form::Bare(Fault::NeverAttach),
+    },
+    // Like a driver that publishes devices that need attaching as ready ones: pods bind and
+    // start before the device is there. Breaks `plugin.slices.match-inventory` and
+    // `binding-conditions.bound-when-ready`.
+    FaultSpec {
+        name: "no-binding-conditions",
+        doc: "devices are published without their bindingConditions and bindingFailureConditions",
+        form: Form::Bare(Fault::NoBindingConditions),
     },
 ];
 

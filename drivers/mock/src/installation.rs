@@ -25,7 +25,8 @@ pub fn installation(node_policy: bool) -> Installation {
         namespace: NAMESPACE.into(),
         service_account: SERVICE_ACCOUNT.into(),
         rules: vec![
-            rule(&["resource.k8s.io"], &["resourceclaims"], &["get"]),
+            // list and watch: the controller part that sets binding conditions (`binding`).
+            rule(&["resource.k8s.io"], &["resourceclaims"], &["get", "list", "watch"]),
             rule(&["resource.k8s.io"], &["resourceclaims/status"], &["patch", "update"]),
             // `status.devices` of its own driver, from a pod on the claim's node
             // (DRAResourceClaimGranularStatusAuthorization).

@@ -180,6 +180,14 @@ pub struct DeviceSpec {
     /// (`allowMultipleAllocations`, consumable capacity), as a GPU is shared by memory.
     #[serde(default, rename = "allowMultipleAllocations")]
     allow_multiple_allocations: bool,
+    /// Conditions the driver sets on a claim's device status once the allocated device is
+    /// ready (a partition carved out, a device attached); the scheduler binds the pod only
+    /// then (`bindingConditions`).
+    #[serde(default, rename = "bindingConditions")]
+    binding_conditions: Vec<String>,
+    /// Conditions that, set by the driver, send the pod back to scheduling.
+    #[serde(default, rename = "bindingFailureConditions")]
+    binding_failure_conditions: Vec<String>,
     /// `false`: the device is faulty (as a health check finds it); the mock publishes it with
     /// the [`UNHEALTHY_TAINT`] so that the scheduler keeps new claims off it.
     #[serde(default = "healthy")]
@@ -444,6 +452,12 @@ impl DeviceSpec {
         if self.allow_multiple_allocations {
             device.allow_multiple_allocations = Some(true);
         }
+        if !self.binding_conditions.is_empty() {
+            device.binding_conditions = Some(self.binding_conditions.clone());
+        }
+        if !self.binding_failure_conditions.is_empty() {
+            device.binding_failure_conditions = Some(self.binding_failure_conditions.clone());
+        }
         if !self.consumes_counters.is_empty() {
             device.consumes_counters = Some(
                 self.consumes_counters
@@ -508,6 +522,14 @@ pub fn render(devices: &[Device], counter_sets: &[CounterSet]) -> String {
         }
         if d.allow_multiple_allocations == Some(true) {
             out.push_str("        allowMultipleAllocations: true\n");
+        }
+        for (field, conditions) in
+            [("bindingConditions", &d.binding_conditions), ("bindingFailureConditions", &d.binding_failure_conditions)]
+        {
+            if let Some(c) = conditions.as_ref().filter(|c| !c.is_empty()) {
+                let quoted: Vec<String> = c.iter().map(|c| format!("{c:?}")).collect();
+                out.push_str(&format!("        {field}: [{}]\n", quoted.join(", ")));
+            }
         }
         if d.taints.iter().flatten().any(|t| t.key == UNHEALTHY_TAINT) {
             out.push_str("        healthy: false\n");
@@ -766,6 +788,8 @@ mod tests {
             valid_range: None,
         });
         d.allow_multiple_allocations = Some(true);
+        d.binding_conditions = Some(vec!["gpu.example.com/attached".into()]);
+        d.binding_failure_conditions = Some(vec!["gpu.example.com/attach-failed".into()]);
         d
     }
 

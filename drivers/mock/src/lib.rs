@@ -5,6 +5,7 @@
 //! inventory oracle ([`inventory`], [`slices::published_devices`]).
 
 pub mod adapter;
+pub mod binding;
 pub mod cdi;
 pub mod checkpoint;
 pub mod cli;
@@ -189,7 +190,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         stop_rx.clone(),
     ));
     let mut publisher =
-        Publisher::new(client, args.driver_name.clone(), args.node_name.clone(), faults.clone(), devices_rx);
+        Publisher::new(client.clone(), args.driver_name.clone(), args.node_name.clone(), faults.clone(), devices_rx);
     if let Some(id) = args.instance.as_deref().filter(|_| faults.has(&Fault::UpgradeRenamesDevices)) {
         log!("fault upgrade-renames-devices: publishing every device as <name>-{id}");
         publisher.rename_devices(id);
@@ -198,6 +199,13 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         log!("fault trust-published: a restart; the slices published before are taken to be in place");
         publisher.trust_published();
     }
+    let binder = binding::Binder {
+        client: client.clone(),
+        driver: args.driver_name.clone(),
+        node: args.node_name.clone(),
+        faults: faults.clone(),
+    };
+    let binder = tokio::spawn(binder.run(stop_rx.clone()));
     let publisher = tokio::spawn(publisher.run(stop_rx));
 
     let failure = tokio::select! {
@@ -214,6 +222,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         }
     }
     let _ = follow.await;
+    let _ = binder.await;
     if let Ok(publisher) = publisher.await
         && args.remove_slices_on_exit
     {

@@ -185,7 +185,8 @@ impl Plugin {
             } else {
                 request.split_once('/').map_or(request.as_str(), |(r, _)| r).to_string()
             };
-            if let Some(seen) = devices.iter_mut().find(|d| d.device == result.device && d.share_id == result.share_id) {
+            if let Some(seen) = devices.iter_mut().find(|d| d.device == result.device && d.share_id == result.share_id)
+            {
                 if !seen.request_names.contains(&named) {
                     seen.request_names.push(named);
                 }
@@ -217,9 +218,12 @@ impl Plugin {
             let mut share = (result.share_id, capacity);
             if faults.has(&Fault::ShareIdIgnored)
                 && share.0.is_some()
-                && let Some(first) = state.checkpoint.claims.values().flat_map(|p| &p.devices).find(|d| {
-                    d.device == result.device && d.pool == result.pool && d.share_id.is_some()
-                })
+                && let Some(first) = state
+                    .checkpoint
+                    .claims
+                    .values()
+                    .flat_map(|p| &p.devices)
+                    .find(|d| d.device == result.device && d.pool == result.pool && d.share_id.is_some())
             {
                 log!("fault share-id-ignored: {who} gets the share of device {} prepared first", result.device);
                 share = (first.share_id.clone(), first.capacity.clone());

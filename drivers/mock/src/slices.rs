@@ -68,6 +68,10 @@ pub fn published_devices(inventory: &[DeviceSpec], faults: &Faults) -> Vec<Devic
             if faults.has(&Fault::PartitionConsumesNothing) {
                 device.consumes_counters = None;
             }
+            if faults.has(&Fault::NoBindingConditions) {
+                device.binding_conditions = None;
+                device.binding_failure_conditions = None;
+            }
             if faults.has(&Fault::NoMultipleAllocations) && device.allow_multiple_allocations.take().is_some() {
                 // The API refuses a request policy on a device allocated whole.
                 for c in device.capacity.iter_mut().flat_map(|c| c.values_mut()) {

@@ -250,3 +250,51 @@ pub async fn taint_rules_unserved(
         }
     }
 }
+
+/// The DRA feature gates the API server reports through its `kubernetes_feature_enabled`
+/// metric, by name; empty where `/metrics` cannot be read (no permission on a cluster the
+/// suite did not start): the probes above then say what is served.
+pub async fn gates_enabled(client: &kube::Client) -> std::collections::BTreeMap<String, bool> {
+    let Ok(request) = http::Request::get("/metrics").body(Vec::new()) else { return Default::default() };
+    match client.request_text(request).await {
+        Ok(text) => dra_gates(&text),
+        Err(_) => Default::default(),
+    }
+}
+
+/// The DRA gates of a metrics page: `kubernetes_feature_enabled{name="DRAAdminAccess",stage=""} 1`.
+fn dra_gates(metrics: &str) -> std::collections::BTreeMap<String, bool> {
+    metrics
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("kubernetes_feature_enabled{")?;
+            let (labels, value) = rest.split_once('}')?;
+            let name = labels.split(',').find_map(|l| l.trim().strip_prefix("name=\""))?.trim_end_matches('"');
+            let dra = name.starts_with("DRA") || name == "DynamicResourceAllocation";
+            dra.then(|| (name.to_string(), value.trim() == "1"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_dra_gates_are_read_from_the_metric() {
+        let page = "# HELP kubernetes_feature_enabled ...\n\
+                    kubernetes_feature_enabled{name=\"DRAConsumableCapacity\",stage=\"BETA\"} 1\n\
+                    kubernetes_feature_enabled{name=\"DRADeviceTaintRules\",stage=\"BETA\"} 0\n\
+                    kubernetes_feature_enabled{name=\"DynamicResourceAllocation\",stage=\"\"} 1\n\
+                    kubernetes_feature_enabled{name=\"InPlacePodVerticalScaling\",stage=\"\"} 1\n\
+                    apiserver_request_total{code=\"200\"} 7\n";
+        let gates = super::dra_gates(page);
+        assert_eq!(
+            gates,
+            [
+                ("DRAConsumableCapacity".to_string(), true),
+                ("DRADeviceTaintRules".to_string(), false),
+                ("DynamicResourceAllocation".to_string(), true),
+            ]
+            .into()
+        );
+    }
+}

@@ -71,6 +71,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         nodes: 0,
         node_kind: cfg.local.as_ref().map(|l| l.node_kind().name().to_string()),
         served_features: Default::default(),
+        enabled_gates: Default::default(),
     };
     let driver = driver_facts(&cfg.adapter);
     let work =

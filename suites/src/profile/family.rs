@@ -150,6 +150,13 @@ pub const FAMILIES: &[Family] = &[
         scenarios: &["consumable-capacity"],
     },
     Family {
+        key: "bindingConditions",
+        parameters: &["withinSeconds"],
+        ids: &[BINDING_CONDITIONS_BOUND_WHEN_READY],
+        publishes: Publishes::All(|g| g.binding_conditions.is_some()),
+        scenarios: &["binding-conditions"],
+    },
+    Family {
         key: "deviceStatus",
         parameters: &["conditions", "withinSeconds"],
         ids: &[DEVICE_STATUS_REPORTED],

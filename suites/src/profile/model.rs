@@ -65,6 +65,7 @@ pub struct Guarantees {
     pub device_taints: Option<DeviceTaints>,
     pub extended_resource: Option<ExtendedResource>,
     pub consumable_capacity: Option<ConsumableCapacity>,
+    pub binding_conditions: Option<BindingConditions>,
     pub resource_health: Option<ResourceHealth>,
     pub driver_restart: Option<DriverRestart>,
     pub driver_outage: Option<DriverOutage>,
@@ -283,6 +284,27 @@ pub struct ResourceHealth {
 }
 
 impl ResourceHealth {
+    fn default_seconds() -> u64 {
+        30
+    }
+
+    pub fn within(&self) -> Duration {
+        Duration::from_secs(self.within_seconds)
+    }
+}
+
+/// The class's devices need the driver to get them ready before a pod may use them
+/// (`bindingConditions`: a partition carved out, a device attached): the scheduler binds the
+/// pod only once the driver has set each condition `True` in the claim's status, which must
+/// happen within `within_seconds` of the allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BindingConditions {
+    #[serde(default = "BindingConditions::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    pub within_seconds: u64,
+}
+
+impl BindingConditions {
     fn default_seconds() -> u64 {
         30
     }

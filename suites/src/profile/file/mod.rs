@@ -219,6 +219,8 @@ struct GuaranteesFile {
     #[serde(default)]
     consumable_capacity: Option<ConsumableCapacity>,
     #[serde(default)]
+    binding_conditions: Option<BindingConditions>,
+    #[serde(default)]
     resource_health: Option<ResourceHealth>,
     #[serde(default)]
     driver_restart: Option<DriverRestart>,

@@ -256,6 +256,7 @@ impl Validator<'_> {
             device_taints: g.device_taints,
             extended_resource: g.extended_resource,
             consumable_capacity: g.consumable_capacity,
+            binding_conditions: g.binding_conditions,
             resource_health: g.resource_health,
             driver_restart: g.driver_restart,
             driver_outage: g.driver_outage,

@@ -67,7 +67,10 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     };
     let mut held: Vec<Share> = shares(DEFAULT, &first, driver, capacity);
 
-    ctx.phase(&format!("pods whose claims each ask for {} of {capacity}, until the scheduler refuses one", promise.share));
+    ctx.phase(&format!(
+        "pods whose claims each ask for {} of {capacity}, until the scheduler refuses one",
+        promise.share
+    ));
     let mut refused = None;
     for i in 0..MAX_SHARES {
         let name = format!("share-{i}");
@@ -268,5 +271,69 @@ fn mismatch(share: &Share, seen: Option<&crate::adapters::SeenShare>, capacity: 
             share.device,
             share.consumed.as_ref().map_or("?".into(), |c| c.to_string())
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(pod: &str, id: Option<&str>, consumed: &str) -> Share {
+        Share {
+            pod: pod.into(),
+            device: "gpu-5".into(),
+            share_id: id.map(Into::into),
+            consumed: Quantity::parse(consumed).ok(),
+        }
+    }
+
+    fn shared_gpu() -> Vec<Device> {
+        let mut d = dracheck_objects::device("gpu-5").capacity("memory", "24Gi").build();
+        d.capacity.as_mut().unwrap().get_mut("memory").unwrap().request_policy =
+            Some(k8s_openapi::api::resource::v1::CapacityRequestPolicy {
+                default: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("4Gi".into())),
+                ..Default::default()
+            });
+        vec![d]
+    }
+
+    #[test]
+    fn shares_within_the_capacity_with_the_default_first_and_a_refusal_pass() {
+        let held = [share("d", Some("a"), "4Gi"), share("s0", Some("b"), "8Gi"), share("s1", Some("c"), "8Gi")];
+        let refused = ("s2".to_string(), "cannot allocate all claims".to_string());
+        let pass = judge_shared(&held, &shared_gpu(), "memory", "8Gi", Some(&refused)).unwrap();
+        assert!(pass.contains("3 claims held shares of gpu-5"), "{pass}");
+    }
+
+    #[test]
+    fn a_device_taken_whole_shares_beyond_capacity_or_a_wrong_default_fail() {
+        let devices = shared_gpu();
+        let refused = ("s".to_string(), "no".to_string());
+        let whole = judge_shared(&[share("d", None, "24Gi")], &devices, "memory", "8Gi", Some(&refused)).unwrap_err();
+        assert!(whole.contains("whole"), "{whole}");
+        let over = [share("d", Some("a"), "4Gi"), share("s0", Some("b"), "16Gi"), share("s1", Some("c"), "16Gi")];
+        let over = judge_shared(&over, &devices, "memory", "16Gi", Some(&refused)).unwrap_err();
+        assert!(over.contains("which has 24Gi"), "{over}");
+        let all = [share("d", Some("a"), "24Gi"), share("s0", Some("b"), "8Gi")];
+        let all = judge_shared(&all, &devices, "memory", "8Gi", Some(&refused)).unwrap_err();
+        assert!(all.contains("not its default 4Gi"), "{all}");
+        let same = [share("d", Some("a"), "4Gi"), share("s0", Some("a"), "8Gi")];
+        assert!(judge_shared(&same, &devices, "memory", "8Gi", Some(&refused)).unwrap_err().contains("same shareID"));
+        let never = [share("d", Some("a"), "4Gi"), share("s0", Some("b"), "8Gi")];
+        assert!(judge_shared(&never, &devices, "memory", "8Gi", None).unwrap_err().contains("none was refused"));
+    }
+
+    #[test]
+    fn a_container_must_show_its_own_share_and_capacity() {
+        let s = share("s0", Some("b"), "8Gi");
+        let seen = |id: &str, q: &str| crate::adapters::SeenShare {
+            share_id: Some(id.into()),
+            capacity: [("memory".to_string(), q.to_string())].into(),
+        };
+        assert_eq!(mismatch(&s, Some(&seen("b", "8Gi")), "memory"), None);
+        assert_eq!(mismatch(&s, Some(&seen("b", "8192Mi")), "memory"), None, "quantities compare by value");
+        assert!(mismatch(&s, Some(&seen("a", "8Gi")), "memory").unwrap().contains("share Some(\"a\")"));
+        assert!(mismatch(&s, Some(&seen("b", "4Gi")), "memory").unwrap().contains("may use 4Gi"));
+        assert!(mismatch(&s, None, "memory").unwrap().contains("no share"));
     }
 }

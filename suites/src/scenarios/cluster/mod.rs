@@ -1,6 +1,7 @@
 //! Cluster-tier scenarios: the real scheduler and controllers, workloads in pods.
 
 mod admin_access;
+mod binding_conditions;
 mod coexistence;
 mod common;
 mod compatible;
@@ -47,6 +48,7 @@ pub fn all() -> Vec<&'static Scenario> {
         &prioritized_list::SCENARIO,
         &partitionable::SCENARIO,
         &consumable_capacity::SCENARIO,
+        &binding_conditions::SCENARIO,
         &device_status::SCENARIO,
         &health::SCENARIO,
         &taints::SCENARIO,

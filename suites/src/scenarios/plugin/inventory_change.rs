@@ -19,7 +19,7 @@ use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 use super::harness::PluginNode;
 use super::published_slices;
 use super::slices::shape;
-use crate::engine::{Ctx, ScenarioError, served};
+use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_SLICES_FOLLOW_INVENTORY as ID;
 
 super::plugin_scenario!("plugin-inventory-change", [ID]);
@@ -66,12 +66,8 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     let before = Pool::of(&published_slices(node, ctx).await?, adapter.canonical);
     let change = change(&node.name, &node.cfg.root).map_err(ScenarioError::Unmet)?;
     let mut devices = change.devices.clone();
-    if devices.iter().any(|d| d.consumes_counters.is_some())
-        && served::slice_dropped(&ctx.client(), &node.driver_name, &served::SHARED_COUNTERS).await?.is_some()
-    {
-        // The API server drops what partitions consume (DRAPartitionableDevices off).
-        devices.iter_mut().for_each(|d| d.consumes_counters = None);
-    }
+    // What the API server drops (a gate off) no driver can publish.
+    super::slices::unserved_fields(ctx, &node.driver_name, &mut devices).await?;
     let want: BTreeMap<String, String> =
         devices.iter().map(|d| (d.name.clone(), shape(&(adapter.canonical)(d.clone())))).collect();
     node.replace(&change.spec, access).await?;

@@ -58,7 +58,11 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
             .filter(|d| d.device_name != device.name || d.share_id.as_deref().is_some_and(|s| s != *share))
             .collect();
         if got.is_empty() || !wrong.is_empty() {
-            ctx.fail(ID, format!("of {what}, prepare of {} (share {share}) returned {got:?}", claim.name), node.evidence());
+            ctx.fail(
+                ID,
+                format!("of {what}, prepare of {} (share {share}) returned {got:?}", claim.name),
+                node.evidence(),
+            );
             return Ok(());
         }
         ids.push(node.claim_cdi_ids(&got));
@@ -72,8 +76,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         let defined = node.cdi_devices()?;
         for ((claim, share), ids) in claims.iter().zip(&ids) {
             // A container shows what its CDI devices' edits set.
-            let env: Vec<&str> =
-                ids.iter().filter_map(|id| defined.get(id)).flatten().map(String::as_str).collect();
+            let env: Vec<&str> = ids.iter().filter_map(|id| defined.get(id)).flatten().map(String::as_str).collect();
             let shown = seen_shares(&env.join("\n")).remove(&device.name).and_then(|s| s.share_id);
             if shown.as_deref() != Some(*share) {
                 ctx.fail(

@@ -94,20 +94,18 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 Some(counters) => counters(&node.name)?,
                 None => Vec::new(),
             };
-            let partitioned = !want_counters.is_empty() || want_devices.iter().any(|d| d.consumes_counters.is_some());
-            // Where the API server drops counters (DRAPartitionableDevices off), no driver can
-            // publish them: the rest is compared, and the pass says what was not.
-            let unserved = if partitioned {
-                served::slice_dropped(&ctx.client(), &node.driver_name, &served::SHARED_COUNTERS).await?
-            } else {
-                None
-            };
-            let want_counters = if unserved.is_some() {
-                want_devices.iter_mut().for_each(|d| d.consumes_counters = None);
-                Vec::new()
-            } else {
-                want_counters
-            };
+            let mut unserved = unserved_fields(ctx, &node.driver_name, &mut want_devices).await?;
+            // Where the API server drops counter sets (DRAPartitionableDevices off), no driver
+            // can publish them either.
+            if !want_counters.is_empty()
+                && !unserved.iter().any(|(f, _)| f.gate == served::SHARED_COUNTERS.gate)
+                && let Some(why) =
+                    served::slice_dropped(&ctx.client(), &node.driver_name, &served::SHARED_COUNTERS).await?
+            {
+                unserved.push((&served::SHARED_COUNTERS, why));
+            }
+            let counters_unserved = unserved.iter().any(|(f, _)| f.gate == served::SHARED_COUNTERS.gate);
+            let want_counters = if counters_unserved { Vec::new() } else { want_counters };
             let want: BTreeMap<String, String> = want_devices.iter().map(|d| (d.name.clone(), shape(d))).collect();
             let got: BTreeMap<String, String> = own
                 .iter()
@@ -134,11 +132,13 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 duplicates(&own).into_iter().map(|(name, n)| format!("{name}: published {n} times in the pool")),
             );
             differ.extend(counter_differences(&own, &want_counters));
-            let counted = match (&unserved, want_counters.len()) {
-                (Some(why), _) => format!("; counters not compared: {why}"),
-                (None, 0) => String::new(),
-                (None, n) => format!(", and {n} counter set(s)"),
+            let mut counted = match want_counters.len() {
+                0 => String::new(),
+                n => format!(", and {n} counter set(s)"),
             };
+            for (field, why) in &unserved {
+                counted.push_str(&format!("; {} not compared: {why}", field.path));
+            }
             ctx.check(
                 MATCH,
                 differ.is_empty(),
@@ -156,6 +156,37 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     let (summary, problems) = pool_rules(ctx, &all, &node.name, &node.uid).await;
     ctx.check(OWNED, problems.is_empty(), summary, problems.join("; "), node.evidence());
     Ok(())
+}
+
+/// The fields of `devices` (as the driver's inventory states them) that the API server drops,
+/// so that no driver can publish them: cleared in `devices`, which is then compared on the
+/// rest, with the reason each was left out.
+pub(super) async fn unserved_fields(
+    ctx: &Ctx<'_>,
+    driver: &str,
+    devices: &mut [k8s_openapi::api::resource::v1::Device],
+) -> Result<Vec<(&'static served::SliceField, String)>, ScenarioError> {
+    type Device = k8s_openapi::api::resource::v1::Device;
+    let fields: [(&served::SliceField, fn(&Device) -> bool, fn(&mut Device)); 3] = [
+        (&served::SHARED_COUNTERS, |d| d.consumes_counters.is_some(), |d| d.consumes_counters = None),
+        (&served::MULTIPLE_ALLOCATIONS, |d| d.allow_multiple_allocations == Some(true), |d| {
+            d.allow_multiple_allocations = None;
+            d.capacity.iter_mut().flat_map(|c| c.values_mut()).for_each(|c| c.request_policy = None);
+        }),
+        (&served::BINDING_CONDITIONS, |d| d.binding_conditions.is_some(), |d| {
+            (d.binding_conditions, d.binding_failure_conditions) = (None, None);
+        }),
+    ];
+    let mut out = Vec::new();
+    for (field, has, clear) in fields {
+        if devices.iter().any(has)
+            && let Some(why) = served::slice_dropped(&ctx.client(), driver, field).await?
+        {
+            devices.iter_mut().for_each(clear);
+            out.push((field, why));
+        }
+    }
+    Ok(out)
 }
 
 /// How the newest generation of the pool's counter sets differs from `want`: each set by
@@ -249,7 +280,8 @@ async fn pool_rules(ctx: &Ctx<'_>, all: &[ResourceSlice], node: &str, uid: &str)
     (summary, problems)
 }
 
-/// A device's attributes, capacities and counter consumption as comparable text.
+/// A device's attributes, capacities (with their request policies), counter consumption,
+/// whether it allows multiple allocations and its binding conditions, as comparable text.
 pub(super) fn shape(d: &k8s_openapi::api::resource::v1::Device) -> String {
     let consumes: Option<BTreeMap<&str, BTreeMap<&str, &str>>> = d.consumes_counters.as_ref().map(|c| {
         c.iter()
@@ -258,10 +290,20 @@ pub(super) fn shape(d: &k8s_openapi::api::resource::v1::Device) -> String {
             })
             .collect()
     });
+    let capacity = d.capacity.as_ref().map(|c| {
+        c.iter()
+            .map(|(k, v)| (k.clone(), serde_json::json!({ "value": v.value.0, "requestPolicy": v.request_policy })))
+            .collect::<BTreeMap<_, _>>()
+    });
+    // Unset and empty mean the same to the scheduler.
+    let listed = |l: &Option<Vec<String>>| l.clone().filter(|l| !l.is_empty());
     serde_json::json!({
         "attributes": d.attributes,
-        "capacity": d.capacity.as_ref().map(|c| c.iter().map(|(k, v)| (k.clone(), v.value.0.clone())).collect::<BTreeMap<_, _>>()),
+        "capacity": capacity,
         "consumesCounters": consumes,
+        "allowMultipleAllocations": d.allow_multiple_allocations.unwrap_or(false),
+        "bindingConditions": listed(&d.binding_conditions),
+        "bindingFailureConditions": listed(&d.binding_failure_conditions),
     })
     .to_string()
 }
