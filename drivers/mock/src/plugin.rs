@@ -282,13 +282,19 @@ impl Plugin {
     fn drop_unlisted(&self, state: &mut State, listed: &[dra_v1::Claim]) {
         let unlisted: Vec<String> =
             state.checkpoint.claims.keys().filter(|uid| !listed.iter().any(|c| &c.uid == *uid)).cloned().collect();
-        for uid in unlisted {
+        self.undo(state, unlisted, &Fault::DropUnlistedClaims, "which the call did not name");
+    }
+
+    /// Undoes the claims `uids` (checkpoint entry and CDI spec) on behalf of `fault`, which
+    /// takes them for gone (`why`).
+    fn undo(&self, state: &mut State, uids: Vec<String>, fault: &Fault, why: &str) {
+        for uid in uids {
             state.checkpoint.claims.remove(&uid);
             let undone = cdi::remove(&self.ctx.cdi_dir, &uid);
-            log!("fault drop-unlisted-claims: undid claim {uid}, which the call did not name ({undone:?})");
+            log!("fault {fault}: undid claim {uid}, {why} ({undone:?})");
         }
         if let Err(e) = self.ctx.checkpoint.save(&state.checkpoint) {
-            log!("fault drop-unlisted-claims: saving the checkpoint: {e}");
+            log!("fault {fault}: saving the checkpoint: {e}");
         }
     }
 
@@ -427,14 +433,7 @@ impl Plugin {
         };
         let others: Vec<String> =
             state.checkpoint.claims.values().filter(|p| p.devices.iter().any(shared)).map(|p| p.uid.clone()).collect();
-        for uid in others {
-            state.checkpoint.claims.remove(&uid);
-            let undone = cdi::remove(&self.ctx.cdi_dir, &uid);
-            log!("fault unprepare-all-shares: undid claim {uid}, which held a share of the same device ({undone:?})");
-        }
-        if let Err(e) = self.ctx.checkpoint.save(&state.checkpoint) {
-            log!("fault unprepare-all-shares: saving the checkpoint: {e}");
-        }
+        self.undo(state, others, &Fault::UnprepareAllShares, "which held a share of the same device");
     }
 }
 

@@ -260,6 +260,12 @@ impl PluginNode {
         cdi::load_registry(&dir).map_err(|reason| HarnessError::Cdi { dir, reason })
     }
 
+    /// Those of `ids` that no spec file in the node's CDI dir defines (any more).
+    pub fn undefined_cdi(&self, ids: &[String]) -> Result<Vec<String>, HarnessError> {
+        let defined = self.cdi_devices()?;
+        Ok(ids.iter().filter(|id| !defined.contains_key(*id)).cloned().collect())
+    }
+
     /// The CDI device IDs a prepare answer gives its claim alone: all but the node-wide ones.
     pub fn claim_cdi_ids(&self, prepared: &[dra_v1::Device]) -> Vec<String> {
         prepared

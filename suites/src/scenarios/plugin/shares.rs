@@ -94,8 +94,7 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         ctx.fail(ID, format!("of {what}, unprepare of the first failed: {e}"), node.evidence());
         return Ok(());
     }
-    let defined = node.cdi_devices()?;
-    let lost: Vec<&String> = ids[1].iter().filter(|id| !defined.contains_key(*id)).collect();
+    let lost = node.undefined_cdi(&ids[1])?;
     if !lost.is_empty() {
         ctx.fail(
             ID,

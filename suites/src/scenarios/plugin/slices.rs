@@ -167,15 +167,25 @@ pub(super) async fn unserved_fields(
     devices: &mut [k8s_openapi::api::resource::v1::Device],
 ) -> Result<Vec<(&'static served::SliceField, String)>, ScenarioError> {
     type Device = k8s_openapi::api::resource::v1::Device;
-    let fields: [(&served::SliceField, fn(&Device) -> bool, fn(&mut Device)); 3] = [
+    /// A gated field: whether a device has it, and how to clear it.
+    type Gated = (&'static served::SliceField, fn(&Device) -> bool, fn(&mut Device));
+    let fields: [Gated; 3] = [
         (&served::SHARED_COUNTERS, |d| d.consumes_counters.is_some(), |d| d.consumes_counters = None),
-        (&served::MULTIPLE_ALLOCATIONS, |d| d.allow_multiple_allocations == Some(true), |d| {
-            d.allow_multiple_allocations = None;
-            d.capacity.iter_mut().flat_map(|c| c.values_mut()).for_each(|c| c.request_policy = None);
-        }),
-        (&served::BINDING_CONDITIONS, |d| d.binding_conditions.is_some(), |d| {
-            (d.binding_conditions, d.binding_failure_conditions) = (None, None);
-        }),
+        (
+            &served::MULTIPLE_ALLOCATIONS,
+            |d| d.allow_multiple_allocations == Some(true),
+            |d| {
+                d.allow_multiple_allocations = None;
+                d.capacity.iter_mut().flat_map(|c| c.values_mut()).for_each(|c| c.request_policy = None);
+            },
+        ),
+        (
+            &served::BINDING_CONDITIONS,
+            |d| d.binding_conditions.is_some(),
+            |d| {
+                (d.binding_conditions, d.binding_failure_conditions) = (None, None);
+            },
+        ),
     ];
     let mut out = Vec::new();
     for (field, has, clear) in fields {
