@@ -4,10 +4,10 @@
 
 use dracheck_clusters::local::Progress;
 use dracheck_example_driver::{DEVICES_PER_NODE, FINDINGS};
-use dracheck_suites::engine::target::{NEEDS_PLUGIN_ACCOUNT, NO_HEALTH_HOOK, NO_UNHEALTHY_HOOK};
+use dracheck_suites::engine::target::{NEEDS_PLUGIN_ACCOUNT, NO_HEALTH_HOOK, NO_SHAREABLE_DEVICE, NO_UNHEALTHY_HOOK};
 use dracheck_suites::local_run::{self, LocalRun};
 use dracheck_suites::profile::ids::{
-    PLUGIN_HEALTH_REPORTED, PLUGIN_SLICES_OWN_NODE_ONLY, PLUGIN_SLICES_TAINTS_UNHEALTHY,
+    PLUGIN_HEALTH_REPORTED, PLUGIN_SHARES_INDEPENDENT, PLUGIN_SLICES_OWN_NODE_ONLY, PLUGIN_SLICES_TAINTS_UNHEALTHY,
 };
 use dracheck_suites::result::Verdict;
 
@@ -36,6 +36,9 @@ async fn the_example_driver_meets_every_guarantee_but_its_recorded_findings() {
             // v0.4.0 has no health checks: nothing the suite could do makes a device unhealthy.
             (None, Verdict::Skip) if g.id == PLUGIN_SLICES_TAINTS_UNHEALTHY && g.reason == NO_UNHEALTHY_HOOK => {}
             (None, Verdict::Skip) if g.id == PLUGIN_HEALTH_REPORTED && g.reason == NO_HEALTH_HOOK => {}
+            // Run with its default flags, v0.4.0 publishes no shareable GPU
+            // (`--gpu-allow-multiple-allocations` off).
+            (None, Verdict::Skip) if g.id == PLUGIN_SHARES_INDEPENDENT && g.reason == NO_SHAREABLE_DEVICE => {}
             (None, v) => problems.push(format!("{} is {v}: {}", g.id, g.reason)),
             (Some(f), v) => {
                 problems.push(format!("{} is {v}, but the recorded finding says it fails: {}", g.id, f.why))

@@ -431,6 +431,17 @@ async fn existing(
 ) -> Result<u8, Early> {
     let loaded = crate::kubeconfig::load(args.kubeconfig.as_deref(), &crate::kubeconfig::Env::of_process())
         .map_err(crate::kubeconfig::Error::early)?;
+    let short = adapter.short;
+    // The install's own input (flags, chart, helm) first: it is wrong whatever the cluster.
+    let release = if args.install.wanted()? {
+        let spec = args.install.release(short, &progress).await?;
+        let helm = dracheck_clusters::helm::Helm::locate(args.install.helm.as_deref(), &progress)
+            .await
+            .map_err(crate::install::cluster)?;
+        Some((spec, helm))
+    } else {
+        None
+    };
     // Checked before the install, and on the files themselves: helm's error for an unknown
     // context lists no choices, and the suite's own check would name the file written below.
     loaded.config(args.context.as_deref()).await.map_err(crate::kubeconfig::Error::early)?;
@@ -438,16 +449,14 @@ async fn existing(
     // pod's service account is written out for them, and removed when the run returns.
     let one_file = loaded.one_file().map_err(crate::kubeconfig::Error::early)?;
     let kubeconfig = one_file.path.clone();
-    let short = adapter.short;
     let mut driver_pods = args.driver_pods.clone().map(|selector| dracheck_suites::engine::target::DriverPods {
         namespace: args.driver_namespace.clone(),
         selector,
     });
-    let installed = if args.install.wanted()? {
-        let spec = args.install.release(short, &progress).await?;
+    let installed = if let Some((spec, helm)) = release {
         driver_pods = driver_pods.or_else(|| args.install.plugin_pods(short, &spec));
         tokio::select! {
-            r = crate::install::install(&args.install, spec, &kubeconfig, args.context.as_deref(), &adapter.name, &progress) => {
+            r = crate::install::install(&args.install, helm, spec, &kubeconfig, args.context.as_deref(), &adapter.name, &progress) => {
                 Some(r?)
             }
             _ = tokio::signal::ctrl_c() => {

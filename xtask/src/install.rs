@@ -239,13 +239,13 @@ pub async fn local_images(args: &InstallArgs, driver: &str, progress: &Progress)
 /// waits a while for `driver`'s ResourceSlices.
 pub async fn install(
     args: &InstallArgs,
+    helm: Helm,
     spec: ReleaseSpec,
     kubeconfig: &Path,
     context: Option<&str>,
     driver: &str,
     progress: &Progress,
 ) -> Result<Installed, Early> {
-    let helm = Helm::locate(args.helm.as_deref(), progress).await.map_err(cluster)?;
     let target = Target { kubeconfig: kubeconfig.to_path_buf(), context: context.map(str::to_string) };
     let installed = helm::install(&helm, spec, target.clone(), progress).await.map_err(|e| match e {
         ClusterError::InstallFailed(_) => (exit::INSTALL_FAILED, e.to_string()),

@@ -41,7 +41,7 @@ fn bad_input_and_a_dead_cluster_get_their_exit_codes() {
         (vec!["explain", "just-a-name", "--kubeconfig", dead], 2, "is not NAMESPACE/NAME"),
         (vec!["explain", "default/", "--kubeconfig", dead], 2, "is not NAMESPACE/NAME"),
         (vec!["explain", "default/x", "--kubeconfig", "/nonexistent/kubeconfig"], 2, "cannot read the kubeconfig"),
-        (vec!["explain", "default/x", "--kubeconfig", dead, "--context", "nope"], 2, "its contexts: "),
+        (vec!["explain", "default/x", "--kubeconfig", dead, "--context", "nope"], 2, "the contexts there: "),
         (vec!["explain", "default/x", "--kubeconfig", dead], 3, "the cluster cannot be reached"),
         (vec!["explain", "default/x", "--kubeconfig", dead, "--output", "yaml"], 2, "invalid value 'yaml'"),
     ];

@@ -229,13 +229,15 @@ async fn phantom_devices(env: Env) {
     let partitions = ["gpu-4-whole", "gpu-4-half-0", "gpu-4-half-1"];
     assert_eq!(
         names,
-        [&["gpu-0", "gpu-1", "gpu-2", "gpu-3"][..], &partitions, &["phantom-0", "phantom-1", "phantom-2"]].concat()
+        [&["gpu-0", "gpu-1", "gpu-2", "gpu-3"][..], &partitions, &["gpu-5"], &["phantom-0", "phantom-1", "phantom-2"]]
+            .concat()
     );
     assert_eq!(
-        devices[7].attributes, devices[3].attributes,
-        "a phantom looks like the last device that is no partition"
+        devices[8].attributes, devices[3].attributes,
+        "a phantom looks like the last device that is neither a partition nor shared"
     );
-    assert_eq!(devices[7].consumes_counters, None, "a phantom shares no counters");
+    assert_eq!(devices[8].consumes_counters, None, "a phantom shares no counters");
+    assert_eq!(devices[8].allow_multiple_allocations, None, "a phantom is not shared");
     let uid = allocated_claim(&client, "f-phantom-ghost", "f-phantom", &["phantom-1"]).await;
     let answer = driver.kubelet().await.prepare(&[claim_ref("f-phantom-ghost", &uid)]).await;
     assert!(answer.claims[&uid].error.contains("does not have"), "prepare refuses a phantom: {answer:?}");
@@ -251,7 +253,8 @@ async fn counters_larger(env: Env) {
     let memory = &counters[0].counters["memory"].value.0;
     let gi: u64 = 1 << 30;
     assert_eq!(memory, &(48 * gi).to_string(), "plugin.slices.match-inventory is broken: twice the inventory's 24Gi");
-    let partition = slice(&client, "f-counters").await.spec.devices.unwrap().pop().unwrap();
+    let devices = slice(&client, "f-counters").await.spec.devices.unwrap();
+    let partition = devices.into_iter().find(|d| d.name == "gpu-4-half-1").expect("the partition is published");
     let consumed = &partition.consumes_counters.unwrap()[0].counters["memory"].value.0;
     assert_eq!(consumed, "12Gi", "the partitions stay as they are");
 }

@@ -149,7 +149,7 @@ async fn slices(env: Env) {
         .iter()
         .filter_map(|d| d.attributes.as_ref()?.get("model")?.string.clone())
         .collect();
-    assert_eq!(models, ["a100", "a30", "l4", "l40s"].map(String::from).into());
+    assert_eq!(models, ["a10", "a100", "a30", "l4", "l40s"].map(String::from).into());
     // A broken edit is ignored: the last good devices stay published.
     std::fs::write(&inventory_path, "apiVersion: dracheck.io/v1alpha1\nkind: MockInventory\ngroups: [oops\n").unwrap();
     eventually("the broken inventory to be reported", Duration::from_secs(10), || async {

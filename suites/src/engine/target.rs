@@ -65,6 +65,9 @@ pub const NO_COMPANION: &str =
 pub const NO_UNHEALTHY_HOOK: &str = "the suite knows no way to make a device of this driver unhealthy as its health checks \
      would find it (its adapter states no mark_unhealthy)";
 
+/// Why `plugin.shares.independent` is skipped for a driver that publishes no shareable device.
+pub const NO_SHAREABLE_DEVICE: &str = "the driver publishes no device that allows multiple allocations on the node";
+
 /// Why the health checks cannot run for a driver whose adapter knows no way to turn one of its
 /// devices unhealthy while it runs (`Adapter::set_health`).
 pub const NO_HEALTH_HOOK: &str = "the suite knows no way to turn a device of this driver unhealthy while it runs, as its health \

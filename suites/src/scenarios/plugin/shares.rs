@@ -23,7 +23,7 @@ const SHARES: [(&str, &str); 2] =
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let Some(device) = shareable(node, ctx).await? else {
-        ctx.skip(ID, "the driver publishes no device that allows multiple allocations on the node");
+        ctx.skip(ID, crate::engine::target::NO_SHAREABLE_DEVICE);
         return Ok(());
     };
     // What a claim that asks for no amount consumes: each capacity's default, else all of it.
