@@ -52,17 +52,8 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     let before = node.cdi_devices()?;
     let theirs: Vec<String> =
         node.claim_cdi_ids(&answers[1]).into_iter().filter(|id| before.contains_key(id)).collect();
-    if let Err(e) = node.unprepared(&one).await {
-        ctx.fail(ID, format!("of {what}, unprepare of the first failed: {e}"), node.evidence());
-        return Ok(());
-    }
-    let lost = node.undefined_cdi(&theirs)?;
-    if !lost.is_empty() {
-        ctx.fail(
-            ID,
-            format!("of {what}, unprepare of the first removed the second's CDI devices {lost:?}"),
-            node.evidence(),
-        );
+    if let Some(why) = node.unprepare_one_of_two(&one, &theirs, &what).await? {
+        ctx.fail(ID, why, node.evidence());
         return Ok(());
     }
     // The second claim goes with the node; its unprepare is `plugin.unprepare.removes-state`'s

@@ -266,6 +266,22 @@ impl PluginNode {
         Ok(ids.iter().filter(|id| !defined.contains_key(*id)).cloned().collect())
     }
 
+    /// Unprepares `first` of two claims prepared side by side; `Ok(None)` where that left the
+    /// second's CDI devices `theirs` defined, else why `what` failed.
+    pub async fn unprepare_one_of_two(
+        &self,
+        first: &Claim,
+        theirs: &[String],
+        what: &str,
+    ) -> Result<Option<String>, HarnessError> {
+        if let Err(e) = self.unprepared(first).await {
+            return Ok(Some(format!("of {what}, unprepare of the first failed: {e}")));
+        }
+        let lost = self.undefined_cdi(theirs)?;
+        Ok((!lost.is_empty())
+            .then(|| format!("of {what}, unprepare of the first removed the second's CDI devices {lost:?}")))
+    }
+
     /// The CDI device IDs a prepare answer gives its claim alone: all but the node-wide ones.
     pub fn claim_cdi_ids(&self, prepared: &[dra_v1::Device]) -> Vec<String> {
         prepared

@@ -90,17 +90,8 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     }
 
     let (first, second) = (&claims[0].0, &claims[1].0);
-    if let Err(e) = node.unprepared(first).await {
-        ctx.fail(ID, format!("of {what}, unprepare of the first failed: {e}"), node.evidence());
-        return Ok(());
-    }
-    let lost = node.undefined_cdi(&ids[1])?;
-    if !lost.is_empty() {
-        ctx.fail(
-            ID,
-            format!("of {what}, unprepare of the first removed the second's CDI devices {lost:?}"),
-            node.evidence(),
-        );
+    if let Some(why) = node.unprepare_one_of_two(first, &ids[1], &what).await? {
+        ctx.fail(ID, why, node.evidence());
         return Ok(());
     }
     // The second goes with the node; its unprepare is `plugin.unprepare.removes-state`'s.
