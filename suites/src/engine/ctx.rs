@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use dracheck_objects::{PodBuilder, published};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    Device, DeviceClass, DeviceRequestAllocationResult, DeviceTaintRule, ResourceClaim, ResourceSlice,
+};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::wait::Condition;
 use serde::Serialize;
@@ -376,14 +378,21 @@ impl<'a> Ctx<'a> {
 
     /// The devices allocated to a claim: `(driver, pool, device)`.
     pub fn allocated(claim: &ResourceClaim) -> Vec<(String, String, String)> {
-        claim
-            .status
-            .as_ref()
-            .and_then(|s| s.allocation.as_ref())
-            .and_then(|a| a.devices.as_ref())
-            .and_then(|d| d.results.as_ref())
-            .map(|r| r.iter().map(|r| (r.driver.clone(), r.pool.clone(), r.device.clone())).collect())
-            .unwrap_or_default()
+        Ctx::allocation_results(claim).map(|r| (r.driver.clone(), r.pool.clone(), r.device.clone())).collect()
+    }
+
+    /// The results of `claim`'s allocation, of every driver; none where it is not allocated.
+    pub fn allocation_results(claim: &ResourceClaim) -> impl Iterator<Item = &DeviceRequestAllocationResult> {
+        let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
+        allocation.and_then(|a| a.devices.as_ref()).and_then(|d| d.results.as_ref()).into_iter().flatten()
+    }
+
+    /// The driver's devices on `node` as its inventory oracle states them, else as published.
+    pub async fn node_devices(&self, node: &str) -> Result<Vec<Device>, ScenarioError> {
+        if let Some(oracle) = &self.target.adapter.oracle {
+            return Ok(oracle(node)?);
+        }
+        Ok(self.slices_of(node).await.into_iter().flat_map(|s| s.spec.devices.unwrap_or_default()).collect())
     }
 
     /// The driver's slices of `node`.

@@ -244,12 +244,7 @@ pub fn unschedulable(pod: Option<&Pod>) -> Option<(String, String)> {
 }
 
 fn devices_of(claim: &ResourceClaim) -> usize {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .map_or(0, |d| d.results.as_ref().map_or(0, Vec::len))
+    super::Ctx::allocation_results(claim).count()
 }
 
 #[cfg(test)]

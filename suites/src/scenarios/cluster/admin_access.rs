@@ -72,13 +72,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         return Ok(());
     };
     let given = Ctx::allocated(&monitor);
-    let marked = monitor
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref()?.devices.as_ref()?.results.clone())
-        .unwrap_or_default()
-        .iter()
-        .all(|r| r.admin_access == Some(true));
+    let marked = Ctx::allocation_results(&monitor).all(|r| r.admin_access == Some(true));
     let outside: Vec<&str> =
         given.iter().map(|(_, _, d)| d.as_str()).filter(|d| !in_use.iter().any(|u| u == d)).collect();
     if given.is_empty() || !outside.is_empty() || !marked {

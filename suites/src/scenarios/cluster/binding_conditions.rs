@@ -129,23 +129,15 @@ async fn expected_conditions(
     node: &str,
     claim: &ResourceClaim,
 ) -> Result<Vec<(DeviceRequestAllocationResult, Vec<String>)>, ScenarioError> {
-    let devices = match &ctx.target.adapter.oracle {
-        Some(oracle) => oracle(node)?,
-        None => ctx.slices_of(node).await.into_iter().flat_map(|s| s.spec.devices.unwrap_or_default()).collect(),
-    };
+    let devices = ctx.node_devices(node).await?;
     let driver = &ctx.target.driver.name;
-    Ok(results(claim)
+    Ok(Ctx::allocation_results(claim)
         .filter(|r| &r.driver == driver)
         .map(|r| {
             let want = devices.iter().find(|d| d.name == r.device).and_then(|d| d.binding_conditions.clone());
             (r.clone(), want.unwrap_or_default())
         })
         .collect())
-}
-
-fn results(claim: &ResourceClaim) -> impl Iterator<Item = &DeviceRequestAllocationResult> {
-    let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
-    allocation.and_then(|a| a.devices.as_ref()).and_then(|d| d.results.as_ref()).into_iter().flatten()
 }
 
 /// When the pod was bound to its node: its `PodScheduled=True` condition's transition.
@@ -161,7 +153,7 @@ fn bound_at(pod: Option<&Pod>) -> Option<Timestamp> {
 /// not.
 fn ready_at(claim: &ResourceClaim) -> Result<Timestamp, String> {
     let mut last: Option<Timestamp> = None;
-    for result in results(claim) {
+    for result in Ctx::allocation_results(claim) {
         for wanted in result.binding_conditions.iter().flatten() {
             let condition = status_conditions(claim, result).find(|c| &c.type_ == wanted && c.status == "True");
             let Some(condition) = condition else {
@@ -175,7 +167,7 @@ fn ready_at(claim: &ResourceClaim) -> Result<Timestamp, String> {
 
 /// What of `claim`'s binding conditions is not `True` yet, for the evidence.
 fn not_ready(claim: &ResourceClaim) -> Option<String> {
-    let missing: Vec<String> = results(claim)
+    let missing: Vec<String> = Ctx::allocation_results(claim)
         .flat_map(|r| {
             r.binding_conditions.iter().flatten().filter_map(move |wanted| {
                 let set = status_conditions(claim, r).any(|c| &c.type_ == wanted && c.status == "True");

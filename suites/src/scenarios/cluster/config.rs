@@ -200,11 +200,7 @@ fn which(config: Option<usize>) -> &'static str {
 
 /// `(request, device)` of each allocation result of the driver under test.
 pub(super) fn results(ctx: &Ctx<'_>, claim: &ResourceClaim) -> Vec<(String, String)> {
-    let results = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref());
-    results
-        .and_then(|d| d.results.as_ref())
-        .into_iter()
-        .flatten()
+    Ctx::allocation_results(claim)
         .filter(|r| r.driver == ctx.target.driver.name)
         .map(|r| (r.request.clone(), r.device.clone()))
         .collect()

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dracheck_objects::quantity::Quantity;
-use k8s_openapi::api::resource::v1::{Device, DeviceRequestAllocationResult, ResourceClaim};
+use k8s_openapi::api::resource::v1::{Device, ResourceClaim};
 
 use super::common::{Decided, log, running, runs_or_refused, secs};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
@@ -96,7 +96,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         }
     }
 
-    let devices = device_specs(ctx, &node).await?;
+    let devices = ctx.node_devices(&node).await?;
     match judge_shared(&held, &devices, capacity, &promise.share, refused.as_ref()) {
         Ok(pass) => ctx.pass(SHARED, format!("on {node}: {pass}")),
         Err(why) => ctx.fail(SHARED, format!("on {node}: {why}"), ctx.evidence(DEFAULT).await),
@@ -106,8 +106,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
 
 /// The results of `claim` (`pod`'s) for `driver`, as shares.
 fn shares(pod: &str, claim: &ResourceClaim, driver: &str, capacity: &str) -> Vec<Share> {
-    results(claim)
-        .into_iter()
+    Ctx::allocation_results(claim)
         .filter(|r| r.driver == driver)
         .map(|r| Share {
             pod: pod.to_string(),
@@ -120,20 +119,6 @@ fn shares(pod: &str, claim: &ResourceClaim, driver: &str, capacity: &str) -> Vec
                 .and_then(|q| Quantity::parse(&q.0).ok()),
         })
         .collect()
-}
-
-fn results(claim: &ResourceClaim) -> Vec<&DeviceRequestAllocationResult> {
-    let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
-    allocation.and_then(|a| a.devices.as_ref()).and_then(|d| d.results.as_ref()).into_iter().flatten().collect()
-}
-
-/// The node's devices as the driver's inventory states them (its oracle), else as published.
-async fn device_specs(ctx: &Ctx<'_>, node: &str) -> Result<Vec<Device>, ScenarioError> {
-    if let Some(oracle) = &ctx.target.adapter.oracle {
-        return Ok(oracle(node)?);
-    }
-    let slices = ctx.slices_of(node).await;
-    Ok(slices.iter().flat_map(|s| s.spec.devices.clone().unwrap_or_default()).collect())
 }
 
 /// A device's `capacity` and what a claim that asks for none of it consumes (the request

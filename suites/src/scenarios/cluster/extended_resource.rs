@@ -100,13 +100,7 @@ async fn judge(
         return Ok("allocated; the suite does not know how the driver shows its devices in a container".into());
     };
     let driver = &ctx.target.driver.name;
-    let results = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.clone())
-        .unwrap_or_default();
+    let results: Vec<_> = Ctx::allocation_results(claim).collect();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut shown = Vec::new();
     for container in CONTAINERS {

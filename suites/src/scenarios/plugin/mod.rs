@@ -49,18 +49,21 @@ pub fn all() -> Vec<&'static Scenario> {
     ]
 }
 
-/// The names of the devices the driver should publish on `node`: by its inventory oracle, or
-/// as it published them where the suite has no oracle for it.
-async fn oracle_devices(node: &harness::PluginNode, ctx: &Ctx<'_>) -> Result<Vec<String>, ScenarioError> {
+/// The devices the driver should publish on `node`: by its inventory oracle, or as it
+/// published them where the suite has no oracle for it.
+async fn node_devices(
+    node: &harness::PluginNode,
+    ctx: &Ctx<'_>,
+) -> Result<Vec<k8s_openapi::api::resource::v1::Device>, ScenarioError> {
     if let Some(oracle) = &ctx.target.adapter.oracle {
-        return Ok(oracle(&node.name)?.into_iter().map(|d| d.name).collect());
+        return Ok(oracle(&node.name)?);
     }
-    Ok(published_slices(node, ctx)
-        .await?
-        .into_iter()
-        .flat_map(|s| s.spec.devices.unwrap_or_default())
-        .map(|d| d.name)
-        .collect())
+    Ok(published_slices(node, ctx).await?.into_iter().flat_map(|s| s.spec.devices.unwrap_or_default()).collect())
+}
+
+/// The names of [`node_devices`].
+async fn oracle_devices(node: &harness::PluginNode, ctx: &Ctx<'_>) -> Result<Vec<String>, ScenarioError> {
+    Ok(node_devices(node, ctx).await?.into_iter().map(|d| d.name).collect())
 }
 
 /// The driver's slices for the suite's node, once its pool is complete, or as they stand after

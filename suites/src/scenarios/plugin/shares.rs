@@ -9,8 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::resource::v1::Device;
-
 use super::harness::{Allocated, PluginNode};
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_SHARES_INDEPENDENT as ID;
@@ -22,7 +20,9 @@ const SHARES: [(&str, &str); 2] =
     [("share-a", "5ba7e3c0-8f1d-4c2a-9b3e-00000000000a"), ("share-b", "5ba7e3c0-8f1d-4c2a-9b3e-00000000000b")];
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
-    let Some(device) = shareable(node, ctx).await? else {
+    let shareable =
+        super::node_devices(node, ctx).await?.into_iter().find(|d| d.allow_multiple_allocations == Some(true));
+    let Some(device) = shareable else {
         ctx.skip(ID, crate::engine::target::NO_SHAREABLE_DEVICE);
         return Ok(());
     };
@@ -104,18 +104,4 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
         ),
     );
     Ok(())
-}
-
-/// The first device of the node that allows multiple allocations: by the driver's oracle, or
-/// as published where the suite has none.
-async fn shareable(node: &PluginNode, ctx: &Ctx<'_>) -> Result<Option<Device>, ScenarioError> {
-    let devices: Vec<Device> = match &ctx.target.adapter.oracle {
-        Some(oracle) => oracle(&node.name)?,
-        None => super::published_slices(node, ctx)
-            .await?
-            .into_iter()
-            .flat_map(|s| s.spec.devices.unwrap_or_default())
-            .collect(),
-    };
-    Ok(devices.into_iter().find(|d| d.allow_multiple_allocations == Some(true)))
 }
