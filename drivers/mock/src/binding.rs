@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, DeviceRequestAllocationResult, ResourceClaim};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::watch;
 
 use crate::faults::{Fault, Faults};
+use crate::inventory::{DeviceSpec, Pool};
 use crate::log;
+use crate::status::{self, condition_true};
 
 /// The reason of the conditions the mock sets.
 pub const REASON: &str = "Attached";
@@ -29,11 +29,21 @@ pub struct Binder {
     pub driver: String,
     pub node: String,
     pub faults: Arc<Faults>,
+    /// The node's pool as the inventory has it now.
+    pub devices: watch::Receiver<Arc<Pool>>,
 }
 
 impl Binder {
-    /// Watches the claims until `stop`, setting the binding conditions of this node's results.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    /// Watches the claims until `stop`, setting the binding conditions of this node's results;
+    /// from the time the pool has a device with binding conditions, since before it no claim
+    /// can need them (and every node's plugin watching every claim would be for nothing).
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        tokio::select! {
+            () = async { let _ = stop.wait_for(|s| *s).await; } => return,
+            () = async {
+                let _ = self.devices.wait_for(|p| p.devices.iter().any(DeviceSpec::has_binding_conditions)).await;
+            } => {}
+        }
         if self.faults.has(&Fault::NeverAttach) {
             log!("fault never-attach: the binding conditions of allocated devices are never set");
             return;
@@ -75,32 +85,16 @@ impl Binder {
                     r.binding_conditions
                         .iter()
                         .flatten()
-                        .map(|t| Condition {
-                            type_: t.clone(),
-                            status: "True".into(),
-                            reason: REASON.into(),
-                            message: format!("{} is ready on node {}", r.device, self.node),
-                            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-                            observed_generation: None,
-                        })
+                        .map(|t| condition_true(t, REASON, format!("{} is ready on node {}", r.device, self.node)))
                         .collect(),
                 ),
                 ..AllocatedDeviceStatus::default()
             })
             .collect();
-        let body = serde_json::json!({
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            // The UID makes the apply fail for another claim made under the same name since.
-            "metadata": { "name": name, "namespace": ns, "uid": claim.metadata.uid },
-            "status": { "devices": entries },
-        });
         let manager = format!("{}/{}/binding", self.driver, self.node);
+        let uid = claim.metadata.uid.as_deref().unwrap_or_default();
         let devices: Vec<&str> = pending.iter().map(|r| r.device.as_str()).collect();
-        match Api::<ResourceClaim>::namespaced(self.client.clone(), &ns)
-            .patch_status(&name, &PatchParams::apply(&manager).force(), &Patch::Apply(&body))
-            .await
-        {
+        match status::apply(&self.client, &manager, &ns, &name, uid, entries).await {
             Ok(_) => log!("ResourceClaim {ns}/{name}: binding conditions of {devices:?} set"),
             Err(e) => log!("ResourceClaim {ns}/{name}: setting the binding conditions of {devices:?}: {e}"),
         }

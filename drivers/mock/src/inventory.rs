@@ -425,6 +425,11 @@ impl DeviceSpec {
         self.healthy = false;
     }
 
+    /// Whether the driver must set conditions on a claim before the scheduler binds its pod.
+    pub fn has_binding_conditions(&self) -> bool {
+        !self.binding_conditions.is_empty()
+    }
+
     /// Whether several claims may hold the device at once, each a share of its capacities.
     pub fn allows_multiple_allocations(&self) -> bool {
         self.allow_multiple_allocations

@@ -189,8 +189,13 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         devices_tx,
         stop_rx.clone(),
     ));
-    let mut publisher =
-        Publisher::new(client.clone(), args.driver_name.clone(), args.node_name.clone(), faults.clone(), devices_rx);
+    let mut publisher = Publisher::new(
+        client.clone(),
+        args.driver_name.clone(),
+        args.node_name.clone(),
+        faults.clone(),
+        devices_rx.clone(),
+    );
     if let Some(id) = args.instance.as_deref().filter(|_| faults.has(&Fault::UpgradeRenamesDevices)) {
         log!("fault upgrade-renames-devices: publishing every device as <name>-{id}");
         publisher.rename_devices(id);
@@ -204,6 +209,7 @@ pub async fn run(args: Args) -> Result<(), DriverError> {
         driver: args.driver_name.clone(),
         node: args.node_name.clone(),
         faults: faults.clone(),
+        devices: devices_rx.clone(),
     };
     let binder = tokio::spawn(binder.run(stop_rx.clone()));
     let publisher = tokio::spawn(publisher.run(stop_rx));

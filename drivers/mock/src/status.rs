@@ -30,32 +30,51 @@ pub async fn report(
             driver: driver.to_string(),
             pool: d.pool_name.clone(),
             device: d.device_name.clone(),
-            conditions: Some(vec![Condition {
-                type_: READY.into(),
-                status: "True".into(),
-                reason: "Prepared".into(),
-                message: format!("prepared on node {node}"),
-                last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-                observed_generation: None,
-            }]),
+            conditions: Some(vec![condition_true(READY, "Prepared", format!("prepared on node {node}"))]),
             data: Some(RawExtension(serde_json::json!({ "cdiDeviceIDs": d.cdi_device_ids }))),
             // A share is its own entry: the API keys them by device and share.
             share_id: d.share_id.clone(),
             ..AllocatedDeviceStatus::default()
         })
         .collect();
+    // One field manager per node: each node's plugin owns the entries it wrote.
+    apply(client, &format!("{driver}/{node}"), &claim.namespace, &claim.name, &claim.uid, entries)
+        .await
+        .map_err(|e| format!("reporting the device status of ResourceClaim {}/{}: {e}", claim.namespace, claim.name))
+}
+
+/// A condition of a device's status, `True` as of now.
+pub fn condition_true(type_: &str, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: "True".into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+        observed_generation: None,
+    }
+}
+
+/// Applies `entries` to `status.devices` of the claim `namespace/name` with UID `uid`, as field
+/// manager `manager`: the entries that manager applied before and `entries` lacks go, others'
+/// entries and conditions stay (the list is keyed by driver, pool, device and share).
+pub async fn apply(
+    client: &kube::Client,
+    manager: &str,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    entries: Vec<AllocatedDeviceStatus>,
+) -> kube::Result<()> {
     let body = serde_json::json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         // The UID makes the apply fail for another claim made under the same name since.
-        "metadata": { "name": claim.name, "namespace": claim.namespace, "uid": claim.uid },
+        "metadata": { "name": name, "namespace": namespace, "uid": uid },
         "status": { "devices": entries },
     });
-    // One field manager per node: each node's plugin owns the entries it wrote.
-    let manager = format!("{driver}/{node}");
-    Api::<ResourceClaim>::namespaced(client.clone(), &claim.namespace)
-        .patch_status(&claim.name, &PatchParams::apply(&manager).force(), &Patch::Apply(&body))
+    Api::<ResourceClaim>::namespaced(client.clone(), namespace)
+        .patch_status(name, &PatchParams::apply(manager).force(), &Patch::Apply(&body))
         .await
-        .map(|_| ())
-        .map_err(|e| format!("reporting the device status of ResourceClaim {}/{}: {e}", claim.namespace, claim.name))
+        .map(drop)
 }
