@@ -79,7 +79,7 @@ pub async fn client(
         return Err(ReachError::UnknownContext { path: path.to_path_buf(), context: context.to_string(), known });
     }
     let cluster = cluster_of(&kc, context);
-    let server = cluster.and_then(|c| c.cluster.as_ref()?.server.clone()).unwrap_or_else(|| "(no server)".into());
+    let server = server_of(cluster);
     if let Some(problem) = cluster.and_then(ca_problem) {
         return Err(ReachError::BadCa { path: path.to_path_buf(), server, problem });
     }
@@ -93,6 +93,11 @@ pub async fn client(
     let client =
         kube::Client::try_from(config).map_err(|source| ReachError::Client { server: server.clone(), source })?;
     Ok(Reached { client, server })
+}
+
+/// The server URL of `cluster`, for messages.
+pub fn server_of(cluster: Option<&NamedCluster>) -> String {
+    cluster.and_then(|c| c.cluster.as_ref()?.server.clone()).unwrap_or_else(|| "(no server)".into())
 }
 
 /// The cluster entry the kubeconfig's `context` (or its current context) points at.

@@ -244,7 +244,7 @@ impl Loaded {
         };
         let cluster = reach::cluster_of(merged, context);
         if let Some(problem) = cluster.and_then(reach::ca_problem) {
-            return Err(Error::BadCa { config: self.describe(), server: server_of(cluster), problem });
+            return Err(Error::BadCa { config: self.describe(), server: reach::server_of(cluster), problem });
         }
         let opts = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
         kube::Config::from_custom_kubeconfig((**merged).clone(), &opts)
@@ -286,10 +286,6 @@ impl Loaded {
         write_private(&path, json.as_bytes()).map_err(|source| Error::Write { path: path.clone(), source })?;
         Ok(OneFile { path, _dir: Some(dir) })
     }
-}
-
-fn server_of(cluster: Option<&NamedCluster>) -> String {
-    cluster.and_then(|c| c.cluster.as_ref()?.server.clone()).unwrap_or_else(|| "(no server)".into())
 }
 
 /// The file holds credentials: only its owner may read it.
