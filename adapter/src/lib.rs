@@ -10,6 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::{CounterSet, Device, DeviceClass};
 
 pub mod installation;
+pub mod share;
 pub mod spec;
 
 pub use installation::Installation;
@@ -64,6 +65,14 @@ pub enum AdapterError {
     BuildFailed { package: String, bin: String, status: std::process::ExitStatus },
     #[error("{bin} was built but not found next to {}", exe.display())]
     NotBuilt { bin: String, exe: PathBuf },
+    /// An installed dracheck without the driver program beside it.
+    #[error(
+        "{bin} is not installed beside this program (looked for {}): unpack the release archive's bin/ \
+         (`cargo xtask dist`) together, or install the package {package} from a checkout too (`cargo install \
+         --path DIR`, DIR its folder)",
+        looked.display()
+    )]
+    NotInstalled { bin: String, package: String, looked: PathBuf },
     #[error("where this program runs from: {0}")]
     CurrentExe(#[source] std::io::Error),
 }
@@ -307,32 +316,53 @@ pub struct SeenOther {
     pub allocated: Vec<String>,
 }
 
-/// A binary of this workspace, next to the running executable: as `cargo test` built it, or
-/// built (brought up to date) now with cargo.
+/// A binary of this workspace, next to the running executable: as `cargo test` built it,
+/// built (brought up to date) now with cargo where this program runs from its checkout, or,
+/// for an installed or unpacked dracheck, the one installed beside it.
 pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, AdapterError> {
     let exe = std::env::current_exe().map_err(AdapterError::CurrentExe)?;
     // target/<profile>/deps/<test> or target/<profile>/<bin>
     let candidates: Vec<PathBuf> = exe.ancestors().skip(1).take(2).map(|d| d.join(bin)).collect();
     // A test binary runs under `cargo test`, which built the workspace's binaries with it and
-    // holds the build dir's lock meanwhile. Anything else (`cargo xtask`) asks cargo, which
-    // does nothing if the binary is current: one left from before a change of its sources
-    // would give the verdicts of the old driver.
+    // holds the build dir's lock meanwhile. A program of the checkout (`cargo xtask`) asks
+    // cargo, which does nothing if the binary is current: one left from before a change of its
+    // sources would give the verdicts of the old driver.
     let under_test = exe.parent().is_some_and(|d| d.ends_with("deps"));
     if let Some(found) = candidates.iter().find(|p| p.is_file())
         && under_test
     {
         return Ok(found.clone());
     }
+    let Some(workspace) = checkout_of(&exe) else {
+        // Installed (`cargo install`) or unpacked from the release archive: the binary beside.
+        let beside = exe.with_file_name(bin);
+        return if beside.is_file() {
+            Ok(beside)
+        } else {
+            Err(AdapterError::NotInstalled { bin: bin.into(), package: package.into(), looked: beside })
+        };
+    };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = std::process::Command::new(&cargo)
         .args(["build", "--quiet", "--package", package, "--bin", bin])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(workspace)
         .status()
         .map_err(|source| AdapterError::Build { cargo: cargo.clone(), bin: bin.into(), source })?;
     if !status.success() {
         return Err(AdapterError::BuildFailed { package: package.into(), bin: bin.into(), status });
     }
     candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| AdapterError::NotBuilt { bin: bin.into(), exe })
+}
+
+/// The checkout this program was built from, where it runs from it: cargo runs it (`cargo
+/// xtask`, `cargo run`), or it lies in that checkout (its `target/`). `None` for an installed or
+/// unpacked binary, also on a machine that still has the checkout.
+fn checkout_of(exe: &Path) -> Option<&'static Path> {
+    // The one place a driver binary is looked for in the source tree: building it there.
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let present = workspace.join("Cargo.toml").is_file();
+    let ran_by_cargo = std::env::var_os("CARGO").is_some();
+    (present && (ran_by_cargo || exe.starts_with(workspace))).then_some(workspace)
 }
 
 /// The version a driver binary states (`<program> <args> --version`, with the run's own

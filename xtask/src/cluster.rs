@@ -304,8 +304,9 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
     // run reaps.
     let info = cluster.detach()?;
     eprintln!(
-        "local cluster {} is running at {}; stop it with `cargo xtask cluster down --state-dir {}`",
+        "local cluster {} is running at {}; stop it with `{} cluster down --state-dir {}`",
         info.kubernetes_version,
+        crate::program(),
         info.server,
         state_dir.display()
     );

@@ -108,9 +108,10 @@ impl ConformanceArgs {
             none => Err((
                 exit::BAD_INPUT,
                 format!(
-                    "--only/--skip {none:?}: no guarantee ID matches; `cargo xtask list` shows them all. Globs use `*` \
+                    "--only/--skip {none:?}: no guarantee ID matches; `{} list` shows them all. Globs use `*` \
                      (`--only 'claim.*'`), and several are given as several flags (`--only a --only b`), not as one \
-                     list"
+                     list",
+                    crate::program()
                 ),
             )),
         }

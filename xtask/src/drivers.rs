@@ -126,7 +126,13 @@ impl DriverArgs {
         match driver {
             None => Ok(None),
             Some("mock") => {
-                let inventory = self.inventory.clone().unwrap_or_else(dracheck_mock_driver::adapter::default_inventory);
+                let inventory = match &self.inventory {
+                    Some(path) => path.clone(),
+                    None => dracheck_mock_driver::adapter::shipped_inventory(
+                        dracheck_mock_driver::adapter::DEFAULT_INVENTORY,
+                    )
+                    .map_err(|e| (exit::FAILED, e.to_string()))?,
+                };
                 if !inventory.is_file() {
                     return Err((
                         exit::BAD_INPUT,

@@ -153,10 +153,13 @@ impl InstallArgs {
                      Pass the chart to install with --chart PATH_OR_REF",
                     if driver.is_empty() { "a --driver-bin plugin".to_string() } else { format!("--driver {driver}") },
                     if driver == "mock" {
-                        " (the mock runs on the local cluster's emulated nodes: --cluster local, or `cargo xtask cluster \
-                         up --nodes N --driver mock`)"
+                        format!(
+                            " (the mock runs on the local cluster's emulated nodes: --cluster local, or `{} cluster up \
+                             --nodes N --driver mock`)",
+                            crate::program()
+                        )
                     } else {
-                        ""
+                        String::new()
                     }
                 ),
             ));

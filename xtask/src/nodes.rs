@@ -275,9 +275,10 @@ pub async fn keep_and_say(cluster: LocalCluster, driver: &DriverArgs) {
     match keep(cluster, driver).await {
         Ok(info) => eprintln!(
             "kept the cluster with its nodes and drivers: kubeconfig {}; logs under {} (the run's driver logs are \
-             nodes/<node>/driver-*.run.log); stop it with `cargo xtask cluster down --state-dir {}`",
+             nodes/<node>/driver-*.run.log); stop it with `{} cluster down --state-dir {}`",
             info.kubeconfig.display(),
             dir.display(),
+            crate::program(),
             dir.display()
         ),
         Err(e) => eprintln!("dracheck: the cluster could not be kept: {e}"),

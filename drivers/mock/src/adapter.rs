@@ -110,7 +110,7 @@ fn changed(mut devices: Vec<Device>) -> Vec<Device> {
 
 /// The mock built in this workspace (built now if it is not yet) on its shipped inventory.
 pub fn default(faults: &[String]) -> Result<Adapter, AdapterError> {
-    adapter(&binary()?, &default_inventory(), faults)
+    adapter(&binary()?, &shipped_inventory(DEFAULT_INVENTORY)?, faults)
 }
 
 /// Names a mock program already built, used as it is instead of asking cargo: a test that runs
@@ -211,15 +211,19 @@ pub const COMPANION_ENV_PREFIX: &str = "DRACHECK_MOCK_NIC";
 /// variables, and an inventory of two NICs (`inventory/companion.yaml`). Its slices go with it
 /// on a clean stop, so that it leaves nothing on the node it visited.
 pub fn companion_spec(program: &Path) -> DriverSpec {
-    let inventory = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/companion.yaml");
+    companion_spec_with(program, &shipped_path(COMPANION_INVENTORY))
+}
+
+fn companion_spec_with(program: &Path, inventory: &Path) -> DriverSpec {
     let extra = vec![format!("--env-prefix={COMPANION_ENV_PREFIX}"), "--remove-slices-on-exit".into()];
-    spec_named(COMPANION_DRIVER, program, &inventory, extra)
+    spec_named(COMPANION_DRIVER, program, inventory, extra)
 }
 
 /// The mock as the second driver of a run (`dracheck_adapter::Companion`), built now if it is
 /// not yet.
 pub fn companion() -> Result<dracheck_adapter::Companion, AdapterError> {
-    Ok(dracheck_adapter::Companion { spec: companion_spec(&binary()?), seen: companion_seen_devices })
+    let spec = companion_spec_with(&binary()?, &shipped_inventory(COMPANION_INVENTORY)?);
+    Ok(dracheck_adapter::Companion { spec, seen: companion_seen_devices })
 }
 
 /// The devices the companion gave a container that printed its environment as `log`.
@@ -249,9 +253,34 @@ fn spec_named(driver: &'static str, program: &Path, inventory: &Path, extra: Vec
     }
 }
 
-/// The mock's default inventory, shipped in the repository.
+/// The mock's inventories as shipped (`inventory/`), embedded: a dracheck binary needs no
+/// checkout to run the mock.
+const INVENTORIES: &[dracheck_adapter::share::Embedded] = &[
+    (DEFAULT_INVENTORY, include_bytes!("../inventory/default.yaml")),
+    (COMPANION_INVENTORY, include_bytes!("../inventory/companion.yaml")),
+];
+/// Five GPUs of three models, one partitioned, one shared by memory.
+pub const DEFAULT_INVENTORY: &str = "default.yaml";
+/// The companion's two NICs.
+pub const COMPANION_INVENTORY: &str = "companion.yaml";
+
+/// A shipped inventory (`DEFAULT_INVENTORY`, `COMPANION_INVENTORY`) as a file the mock reads
+/// (`--inventory`): written out of the binary into dracheck's cache.
+pub fn shipped_inventory(name: &str) -> Result<PathBuf, AdapterError> {
+    dracheck_adapter::share::materialize("mock-inventory", INVENTORIES)
+        .map(|dir| dir.join(name))
+        .map_err(|e| AdapterError::Inventory { path: e.path.clone(), source: e.into() })
+}
+
+/// [`shipped_inventory`], or where it would be when it cannot be written (reading it then
+/// fails, naming the path).
+fn shipped_path(name: &str) -> PathBuf {
+    dracheck_adapter::share::materialize("mock-inventory", INVENTORIES).unwrap_or_else(|e| e.dir).join(name)
+}
+
+/// The mock's default inventory (see [`shipped_inventory`]).
 pub fn default_inventory() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/default.yaml")
+    shipped_path(DEFAULT_INVENTORY)
 }
 
 #[cfg(test)]
@@ -308,7 +337,8 @@ mod tests {
     #[test]
     fn the_shipped_inventories_are_there() {
         assert!(default_inventory().is_file(), "{}", default_inventory().display());
-        let companion = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/companion.yaml");
+        let companion = shipped_inventory(COMPANION_INVENTORY).unwrap();
+        assert_eq!(std::fs::read(&companion).unwrap(), include_bytes!("../inventory/companion.yaml"));
         let devices = crate::inventory::Inventory::load(&companion).unwrap().devices_for("any-node").unwrap().len();
         assert_eq!(devices, 2, "the companion has two devices on every node");
     }

@@ -1,5 +1,5 @@
-//! Finding profiles: the shipped ones under `profiles/<driver>/`, and what a `--profile`
-//! argument names.
+//! Finding profiles: the shipped ones (`profiles/<driver>/` of the source tree, embedded in the
+//! binary by `build.rs`), and what a `--profile` argument names.
 
 use std::path::{Path, PathBuf};
 
@@ -7,22 +7,36 @@ use super::error::ProfileError;
 use super::file::load;
 use super::model::Profile;
 
-/// The folder of shipped profiles: `profiles/` at the workspace root.
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/shipped_profiles.rs"));
+}
+
+/// The folder of shipped profiles: the embedded `profiles/` written out into dracheck's cache
+/// (`<cache>/share/profiles-<hash>/`), so that they are files a user can read and copy, and
+/// results name. Where that cannot be written, the path it would have, which reading then
+/// names.
 pub fn profiles_dir() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).join("profiles")
+    dracheck_adapter::share::materialize("profiles", embedded::SHIPPED).unwrap_or_else(|e| e.dir)
+}
+
+/// The short names of the shipped profiles of a driver (`standard-inference`, …) with their
+/// paths under `profiles/`, sorted.
+fn shipped_names(driver_short: &str) -> Vec<&'static str> {
+    embedded::SHIPPED
+        .iter()
+        .filter_map(|(rel, _)| rel.strip_prefix(driver_short)?.strip_prefix('/'))
+        .filter(|name| name.ends_with(".yaml"))
+        .collect()
 }
 
 /// The shipped profiles of a driver (`profiles/<driver_short>/*.yaml`), sorted.
 pub fn shipped(driver_short: &str) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(profiles_dir().join(driver_short)) else { return Vec::new() };
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    out.sort();
-    out
+    let names = shipped_names(driver_short);
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let dir = profiles_dir().join(driver_short);
+    names.into_iter().map(|name| dir.join(name)).collect()
 }
 
 fn stem(path: &Path) -> String {
@@ -31,13 +45,9 @@ fn stem(path: &Path) -> String {
 
 /// The short names of drivers with shipped profiles (`mock`, …), sorted.
 fn shipping_drivers() -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(profiles_dir()) else { return Vec::new() };
-    let mut out: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    out.sort();
+    let mut out: Vec<String> =
+        embedded::SHIPPED.iter().filter_map(|(rel, _)| Some(rel.split_once('/')?.0.to_string())).collect();
+    out.dedup();
     out
 }
 

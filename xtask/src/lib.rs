@@ -1,0 +1,206 @@
+//! dracheck's command line: `dracheck …` installed (`src/bin/dracheck.rs`), `cargo xtask …` in
+//! a checkout (`src/main.rs`); the same commands under either name.
+
+mod bench;
+mod cleanup;
+mod cluster;
+mod conformance;
+mod dist;
+mod drivers;
+mod exit;
+mod explain;
+mod install;
+mod inventory;
+mod kubeconfig;
+mod list;
+mod nodes;
+mod profiles;
+mod providers;
+mod report;
+mod test_plan;
+
+use std::process::ExitCode;
+use std::sync::OnceLock;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+/// The name the command line runs under, which its help and the commands its messages suggest
+/// use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    /// The installed (or unpacked) binary.
+    Dracheck,
+    /// The in-repo alias (`.cargo/config.toml`).
+    CargoXtask,
+}
+
+impl Program {
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::Dracheck => "dracheck",
+            Program::CargoXtask => "cargo xtask",
+        }
+    }
+}
+
+static PROGRAM: OnceLock<Program> = OnceLock::new();
+
+/// The program running now, as the user typed it (`dracheck`, `cargo xtask`): messages that
+/// tell the user a command to run name it.
+fn program() -> &'static str {
+    PROGRAM.get().copied().unwrap_or(Program::Dracheck).name()
+}
+
+/// The clap command of `program`, for parsing and for what `dist` generates from it
+/// (completions, man pages).
+fn command(program: Program) -> clap::Command {
+    Cli::command().name(program.name()).bin_name(program.name())
+}
+
+/// Conformance checks for Kubernetes Dynamic Resource Allocation drivers and device profiles.
+#[derive(Debug, Parser)]
+#[command(name = "dracheck", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+// The two large argument sets are boxed, which keeps the variants close in size.
+enum Command {
+    /// Run, stop and inspect the embedded local cluster (real upstream control-plane binaries).
+    #[command(subcommand)]
+    Cluster(Box<cluster::ClusterCommand>),
+    /// Run the conformance suite against a driver: compatible and impossible claims, the claim
+    /// lifecycle, driver and node restarts, node removal; writes a JSON result.
+    Conformance(Box<conformance::ConformanceArgs>),
+    /// Measure: cluster start-up, the default conformance run (medians over several runs).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Render a result as JUnit XML, Markdown or HTML (default: all three, next to the JSON).
+    Report(report::ReportArgs),
+    /// Aggregate the results in a folder into one HTML and Markdown matrix of guarantees by
+    /// driver, driver version, Kubernetes version and cluster.
+    Matrix(report::MatrixArgs),
+    /// The migration gate: may the cluster of result B replace that of result A? Exit 1 on a
+    /// regression or a hardware difference that was not allowed.
+    Compare(report::CompareArgs),
+    /// Why is this pod's claim (or this ResourceClaim) pending although devices are free? The
+    /// request against every device the cluster publishes, as the scheduler evaluates it.
+    Explain(explain::ExplainArgs),
+    /// What NVML says this host's GPUs are, next to what the NVIDIA driver published for its
+    /// node, and where they disagree (exit 1).
+    Inventory(inventory::InventoryArgs),
+    /// Every guarantee the suite can check: what it holds, its profile family (or the driver
+    /// contract) and what it needs of the target.
+    List(list::ListArgs),
+    /// Work with profiles without a cluster: `profile validate FILE…`.
+    #[command(subcommand)]
+    Profile(profiles::ProfileCommand),
+    /// Build (or check) the control-plane binaries, then run the workspace's tests: the machine
+    /// state tests alone, then the fidelity table beside every other test binary, with a
+    /// summary of each binary's time. With arguments after `--`, `cargo test --workspace ARGS`.
+    Test(TestArgs),
+    /// Remove what runs that are gone (killed before their teardown) left: local state dirs
+    /// in $TMPDIR, and with --kubeconfig their namespaces and DeviceClasses on that cluster.
+    Cleanup(cleanup::CleanupArgs),
+    /// Build the release archive (in a checkout): `dracheck` and `dracheck-mock-driver`, shell
+    /// completions, man pages, README, in `dracheck-<version>-<target>.tar.gz` with `SHA256SUMS`.
+    Dist(dist::DistArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct TestArgs {
+    #[command(flatten)]
+    bins: cluster::BinArgs,
+    /// Arguments passed on to `cargo test --workspace` (after `--`), which then runs as it is.
+    #[arg(last = true)]
+    cargo_args: Vec<String>,
+}
+
+/// Runs the command line as `program`.
+pub fn main(program: Program) -> ExitCode {
+    PROGRAM.get_or_init(|| program);
+    let matches = command(program).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Cluster(cmd) => cluster::run(*cmd).await,
+            Command::Conformance(args) => conformance::run(*args).await,
+            Command::Bench(cmd) => bench::run(cmd).await,
+            Command::Test(args) => test(args).await,
+            Command::Report(args) => report::report(args),
+            Command::Matrix(args) => report::matrix(args),
+            Command::Compare(args) => report::compare(args),
+            Command::Explain(args) => explain::run(args).await,
+            Command::Inventory(args) => inventory::run(args).await,
+            Command::Cleanup(args) => cleanup::run(args).await,
+            Command::Profile(cmd) => profiles::run(cmd),
+            Command::List(args) => list::run(args),
+            Command::Dist(args) => dist::run(args).await,
+        }
+    });
+    ExitCode::from(code)
+}
+
+async fn test(args: TestArgs) -> u8 {
+    // The tests start real clusters; building the binaries here first keeps that long first
+    // build visible instead of hidden in a test's captured output.
+    if let Err(code) = cluster::ensure_binaries(&args.bins).await {
+        return code;
+    }
+    // The tests run on emulated nodes unless they ask for real ones (the real-node tests
+    // do): the fidelity table alone is some thirty conformance runs. The real node programs
+    // are built here, in the open, like the control plane.
+    if std::env::var_os("DRACHECK_NODE_KIND").is_none() {
+        // SAFETY: single-threaded at this point of the command; the child inherits it.
+        unsafe { std::env::set_var("DRACHECK_NODE_KIND", "emulated") };
+    }
+    if let Err(code) = cluster::ensure_real_node_programs(&args.bins).await {
+        return code;
+    }
+    let root = match checkout("test") {
+        Ok(root) => root,
+        Err(msg) => {
+            eprintln!("dracheck: {msg}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    if args.cargo_args.is_empty() {
+        return test_plan::run(&cargo, &root).await;
+    }
+    let status = tokio::process::Command::new(cargo)
+        .args(["test", "--workspace"])
+        .args(&args.cargo_args)
+        .current_dir(&root)
+        .status()
+        .await;
+    match status {
+        Ok(s) if s.success() => exit::OK,
+        Ok(s) => s.code().map_or(exit::FAILED, |c| c.clamp(1, 255) as u8),
+        Err(e) => {
+            eprintln!("dracheck: could not run `cargo test`: {e}");
+            exit::FAILED
+        }
+    }
+}
+
+/// The workspace this program was built from, for the commands that work on a checkout
+/// (`test`, `dist`): an installed or unpacked dracheck has none, and says so.
+fn checkout(command: &str) -> Result<std::path::PathBuf, String> {
+    // The one place the command line looks at its source tree at run time; the other commands
+    // use what is embedded in the binary.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace");
+    if root.join("Cargo.toml").is_file() && root.join("xtask/Cargo.toml").is_file() {
+        Ok(root.to_path_buf())
+    } else {
+        Err(format!(
+            "`{} {command}` works on dracheck's source tree, and the one this program was built from ({}) is not \
+             there; run it in a checkout: `cargo xtask {command}`",
+            program(),
+            root.display()
+        ))
+    }
+}
