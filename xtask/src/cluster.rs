@@ -306,8 +306,8 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
     eprintln!(
         "local cluster {} is running at {}; stop it with `{} cluster down --state-dir {}`",
         info.kubernetes_version,
-        crate::program(),
         info.server,
+        crate::program(),
         state_dir.display()
     );
     println!("{}", info.kubeconfig.display());

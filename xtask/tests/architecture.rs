@@ -1,7 +1,7 @@
 //! The architecture invariants of ARCHITECTURE.md ("Architecture invariants"), read from the
 //! workspace's own dependency graph (`cargo metadata`), so that a dependency that breaks one
-//! fails here and not in a later review; and one read from the source text: only `xtask`
-//! chooses exit codes.
+//! fails here and not in a later review; and two read from the source text: only `xtask`
+//! chooses exit codes, and no program looks in its source tree at run time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -179,6 +179,11 @@ fn a_forbidden_dependency_is_named_with_the_invariant_it_breaks() {
 
 /// The `src/**/*.rs` files of every workspace member but `xtask`.
 fn library_sources() -> Vec<PathBuf> {
+    sources(false)
+}
+
+/// The `src/**/*.rs` files of every workspace member, `xtask` too where `with_xtask`.
+fn sources(with_xtask: bool) -> Vec<PathBuf> {
     fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.unwrap().path();
@@ -192,7 +197,7 @@ fn library_sources() -> Vec<PathBuf> {
     let meta = metadata();
     let mut found = Vec::new();
     for p in meta["packages"].as_array().expect("packages") {
-        if p["name"].as_str() == Some("xtask") {
+        if p["name"].as_str() == Some("xtask") && !with_xtask {
             continue;
         }
         let manifest = Path::new(p["manifest_path"].as_str().expect("a manifest path"));
@@ -258,6 +263,96 @@ fn an_exit_code_outside_xtask_is_named_with_its_file_and_line() {
         [
             "clusters/src/error.rs:1: pub const EXIT_BAD_INPUT: i32 = 2;",
             "clusters/src/error.rs:3: pub fn exit_code(&self) -> i32 {"
+        ]
+    );
+}
+
+/// The places that may read `CARGO_MANIFEST_DIR` at run time, and why: each looks for the
+/// checkout only to work on it, and does without it.
+const SOURCE_TREE_READERS: &[(&str, &str)] = &[
+    ("xtask/src/lib.rs", "`test` and `dist` work on the checkout, and say so outside one"),
+    ("xtask/src/test_plan.rs", "`test` runs each test binary as cargo does, in its package's dir"),
+    ("adapter/src/lib.rs", "`workspace_binary` builds a driver in the checkout the program runs from"),
+];
+
+/// Every line of `text` (the file `path`) outside its test code that names
+/// `CARGO_MANIFEST_DIR` (`env!`, `option_env!`, `std::env::var`), as "path:line: text".
+/// Test code is a `#[cfg(test)]` module; build scripts are not under `src/`.
+fn source_tree_reads(path: &str, text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim() == "#[cfg(test)]"
+            && let Some(next) = lines.get(i + 1)
+            && next.trim_start().starts_with("mod ")
+            && next.trim_end().ends_with('{')
+        {
+            // Skip the module: up to its closing brace at the same indentation.
+            let indent = &next[..next.len() - next.trim_start().len()];
+            let close = format!("{indent}}}");
+            i += 2;
+            while i < lines.len() && lines[i].trim_end() != close {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if line.contains("\"CARGO_MANIFEST_DIR\"") && !line.trim_start().starts_with("//") {
+            found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+        }
+        i += 1;
+    }
+    found
+}
+
+/// A dracheck binary, installed or unpacked from the release archive, needs no checkout: its
+/// profiles and inventories are embedded (`include_bytes!`, `suites/build.rs`), and nothing
+/// outside the places in [`SOURCE_TREE_READERS`] reads `CARGO_MANIFEST_DIR`, the source tree
+/// it was built from, at run time.
+#[test]
+fn no_program_reads_its_source_tree_at_run_time() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).canonicalize().unwrap();
+    let sources = sources(true);
+    assert!(sources.iter().any(|p| p.ends_with("xtask/src/lib.rs")), "xtask's sources are read too");
+    let found: Vec<String> = sources
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let shown = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+            if SOURCE_TREE_READERS.iter().any(|(allowed, _)| *allowed == shown) {
+                return Vec::new();
+            }
+            source_tree_reads(&shown, &text)
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "a program must not read its source tree at run time (embed the file: include_bytes!, or list a folder \
+         in a build.rs); the allowed places are {SOURCE_TREE_READERS:?}:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The check can fail: a run-time read is named with its line; one in a test module, or in a
+/// comment, is not.
+#[test]
+fn a_source_tree_read_is_named_with_its_file_and_line() {
+    let text = "fn dir() -> PathBuf {\n    \
+                    Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"profiles\")\n\
+                }\n\
+                // env!(\"CARGO_MANIFEST_DIR\") in a comment\n\
+                #[cfg(test)]\n\
+                mod tests {\n    \
+                    fn f() { env!(\"CARGO_MANIFEST_DIR\"); }\n\
+                }\n\
+                fn later() { std::env::var(\"CARGO_MANIFEST_DIR\"); }\n";
+    assert_eq!(
+        source_tree_reads("suites/src/x.rs", text),
+        [
+            "suites/src/x.rs:2: Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"profiles\")",
+            "suites/src/x.rs:9: fn later() { std::env::var(\"CARGO_MANIFEST_DIR\"); }"
         ]
     );
 }
