@@ -10,6 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::{CounterSet, Device, DeviceClass};
 
 pub mod installation;
+pub mod program;
 pub mod share;
 pub mod spec;
 

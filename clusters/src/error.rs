@@ -71,20 +71,23 @@ pub enum ClusterError {
 
     #[error(
         "a local cluster is already running from {state_dir} (pid {pid} alive). Use it, or stop \
-         it first with `cargo xtask cluster down --state-dir {state_dir}`, or pick another \
-         --state-dir."
+         it first with `{program} cluster down --state-dir {state_dir}`, or pick another \
+         --state-dir.",
+        program = dracheck_adapter::program::name()
     )]
     AlreadyRunning { state_dir: PathBuf, pid: u32 },
 
     #[error(
-        "no local cluster state in {state_dir} ({detail}). Start one with `cargo xtask cluster \
-         up --state-dir {state_dir}`, or pass the --state-dir that `cluster up` used."
+        "no local cluster state in {state_dir} ({detail}). Start one with `{program} cluster \
+         up --state-dir {state_dir}`, or pass the --state-dir that `cluster up` used.",
+        program = dracheck_adapter::program::name()
     )]
     NoState { state_dir: PathBuf, detail: String },
 
     #[error(
-        "the cluster in {state_dir} is not running: {detail}. Run `cargo xtask cluster down \
-         --state-dir {state_dir}` to clean up what is left, then `cluster up` again."
+        "the cluster in {state_dir} is not running: {detail}. Run `{program} cluster down \
+         --state-dir {state_dir}` to clean up what is left, then `cluster up` again.",
+        program = dracheck_adapter::program::name()
     )]
     NotRunning { state_dir: PathBuf, detail: String },
 
@@ -107,7 +110,10 @@ pub enum ClusterError {
     )]
     RealNodesNeeded { what: String },
 
-    #[error("the local cluster has no node {name}; `cargo xtask cluster status` lists its nodes")]
+    #[error(
+        "the local cluster has no node {name}; `{program} cluster status` lists its nodes",
+        program = dracheck_adapter::program::name()
+    )]
     NoSuchNode { name: String },
 
     #[error("{tool} is not available: {detail}. To fix: {fix}.")]

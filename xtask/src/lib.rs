@@ -20,7 +20,6 @@ mod report;
 mod test_plan;
 
 use std::process::ExitCode;
-use std::sync::OnceLock;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -43,12 +42,10 @@ impl Program {
     }
 }
 
-static PROGRAM: OnceLock<Program> = OnceLock::new();
-
 /// The program running now, as the user typed it (`dracheck`, `cargo xtask`): messages that
-/// tell the user a command to run name it.
+/// tell the user a command to run name it, the libraries' too.
 fn program() -> &'static str {
-    PROGRAM.get().copied().unwrap_or(Program::Dracheck).name()
+    dracheck_adapter::program::name()
 }
 
 /// The clap command of `program`, for parsing and for what `dist` generates from it
@@ -120,7 +117,7 @@ struct TestArgs {
 
 /// Runs the command line as `program`.
 pub fn main(program: Program) -> ExitCode {
-    PROGRAM.get_or_init(|| program);
+    dracheck_adapter::program::set(program.name());
     let matches = command(program).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");

@@ -45,8 +45,9 @@ impl HostView {
             let nodes: Vec<&String> = published.keys().collect();
             return HostCheck::CannotCheck(format!(
                 "NVML sees only the GPUs of the machine it runs on, and this machine ({node}) is none of the nodes \
-                 the driver publishes for ({nodes:?}); run dracheck on a GPU node, or `cargo xtask inventory \
-                 --driver nvidia` there"
+                 the driver publishes for ({nodes:?}); run dracheck on a GPU node, or `{program} inventory \
+                 --driver nvidia` there",
+                program = dracheck_adapter::program::name()
             ));
         };
         let nvml = match self.read() {

@@ -58,7 +58,7 @@ pub const NEEDS_NODE_DIRS: &str = "runs the mock as a second driver beside the o
 
 /// Why a second driver cannot join where the run has none.
 pub const NO_COMPANION: &str =
-    "no second driver was given to this run (`cargo xtask conformance` gives the mock, under another driver name)";
+    "no second driver was given to this run (dracheck's `conformance` gives the mock, under another driver name)";
 
 /// Why the taint check cannot run for a driver whose adapter knows no way to make one of its
 /// devices unhealthy (`Adapter::mark_unhealthy`).

@@ -87,7 +87,8 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
     target.nodes = target.live_nodes().await;
     if target.nodes.is_empty() {
         return Err(unreachable(format!(
-            "the driver {name} publishes no ResourceSlices on this cluster; install it first (the mock: `cargo xtask cluster up --nodes N --driver mock`; a chart: --install helm)"
+            "the driver {name} publishes no ResourceSlices on this cluster; install it first (the mock: `{program} cluster up --nodes N --driver mock`; a chart: --install helm)",
+            program = dracheck_adapter::program::name()
         )));
     }
     target.cluster.nodes = target.nodes.len();

@@ -229,7 +229,10 @@ async fn explains(ctx: &Ctx<'_>, variant: ImpossibleVariant, pod: &str) -> Resul
         .await
         .map_err(|e| NotExplained { reason: format!("explain of pod {pod} failed: {e}"), evidence: Vec::new() })?;
     let text = dracheck_explain::text(&e);
-    let evidence = vec![Evidence { title: format!("cargo xtask explain {}/{pod}", ctx.ns), body: text.clone() }];
+    let evidence = vec![Evidence {
+        title: format!("{} explain {}/{pod}", dracheck_adapter::program::name(), ctx.ns),
+        body: text.clone(),
+    }];
     let named = e.causes.iter().any(|c| match variant {
         ImpossibleVariant::UnknownClass => matches!(c, Cause::UnknownClass { class, .. } if class == MISSING_CLASS),
         ImpossibleVariant::SelectorMatchesNothing | ImpossibleVariant::CapacityTooLarge => {
