@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use clap::Subcommand;
-use dracheck_clusters::local::{LocalNode, NodeKind, Progress};
+use dracheck_clusters::local::{LocalNode, NodeKind, Progress, process};
 use dracheck_clusters::{LocalCluster, LocalClusterOptions};
 use dracheck_suites::local_run::{self, LocalRun};
 
@@ -12,8 +12,9 @@ use crate::exit;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// `LocalCluster::start` with cached binaries: median start-up and the control plane's
-    /// peak memory.
+    /// `LocalCluster::start` with cached binaries: median start-up, the control plane's peak
+    /// memory and CPU time, beside a bare etcd + kube-apiserver start (the floor) in the same
+    /// run, and their ratio.
     ClusterUp {
         #[arg(long, default_value_t = 5)]
         runs: usize,
@@ -56,35 +57,66 @@ fn peak_mib(pid: u32) -> f64 {
     dracheck_clusters::local::process::status_mib(pid, "VmHWM")
 }
 
+/// One start of a local cluster: its time to ready, and at that moment the control plane's
+/// peak memory and CPU time, per component.
+struct Start {
+    ready_s: f64,
+    peak_mib: f64,
+    cpu: Vec<(String, f64)>,
+}
+
+async fn start_once(floor: bool) -> Result<Start, u8> {
+    let cluster =
+        LocalCluster::start(LocalClusterOptions { floor, ..LocalClusterOptions::from_env() }).await.map_err(|e| {
+            eprintln!("dracheck: {e}");
+            exit::of(e.failure())
+        })?;
+    let processes = &cluster.info().processes;
+    let start = Start {
+        ready_s: cluster.startup.as_secs_f64(),
+        peak_mib: processes.iter().map(|p| peak_mib(p.pid)).sum(),
+        cpu: processes.iter().map(|p| (p.name.clone(), process::cpu_seconds(p.pid))).collect(),
+    };
+    cluster.stop();
+    Ok(start)
+}
+
+/// Whole starts and the floor (a bare etcd and kube-apiserver, ready at `/readyz`) alternate,
+/// so that both see the same machine; the ratio of their medians is the start's overhead.
 async fn cluster_up(runs: usize) -> u8 {
-    let mut starts = Vec::new();
-    let mut peaks = Vec::new();
+    let (mut whole, mut floor) = (Vec::new(), Vec::new());
     for i in 0..runs {
-        let cluster = match LocalCluster::start(LocalClusterOptions::from_env()).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("dracheck: {e}");
-                return exit::of(e.failure());
-            }
-        };
-        let per: Vec<(String, f64)> =
-            cluster.info().processes.iter().map(|p| (p.name.clone(), peak_mib(p.pid))).collect();
-        let total: f64 = per.iter().map(|(_, m)| m).sum();
-        eprintln!(
-            "run {}: ready in {:.2}s; peak memory {total:.0} MiB ({per:?})",
-            i + 1,
-            cluster.startup.as_secs_f64()
-        );
-        starts.push(cluster.startup.as_secs_f64());
-        peaks.push(total);
-        cluster.stop();
+        for (is_floor, into) in [(true, &mut floor), (false, &mut whole)] {
+            let start = match start_once(is_floor).await {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
+            let cpu: Vec<String> = start.cpu.iter().map(|(n, s)| format!("{n} {s:.1}s")).collect();
+            eprintln!(
+                "run {} {}: ready in {:.2}s; peak memory {:.0} MiB; CPU until ready: {}",
+                i + 1,
+                if is_floor { "floor (etcd + apiserver)" } else { "whole cluster" },
+                start.ready_s,
+                start.peak_mib,
+                cpu.join(", ")
+            );
+            into.push(start);
+        }
     }
+    let ready = |v: &[Start]| median(v.iter().map(|s| s.ready_s).collect());
+    let cpu = |v: &[Start]| median(v.iter().map(|s| s.cpu.iter().map(|(_, c)| c).sum()).collect());
+    let (w, f) = (ready(&whole), ready(&floor));
     println!(
-        "cluster up: median {:.2}s over {runs} runs (min {:.2}s, max {:.2}s); control plane peak memory median {:.0} MiB",
-        median(starts.clone()),
-        starts.iter().cloned().fold(f64::MAX, f64::min),
-        starts.iter().cloned().fold(0.0, f64::max),
-        median(peaks)
+        "cluster up: median {w:.2}s over {runs} runs (min {:.2}s, max {:.2}s), CPU {:.1}s; control plane peak memory median {:.0} MiB",
+        whole.iter().map(|s| s.ready_s).fold(f64::MAX, f64::min),
+        whole.iter().map(|s| s.ready_s).fold(0.0, f64::max),
+        cpu(&whole),
+        median(whole.iter().map(|s| s.peak_mib).collect())
+    );
+    println!(
+        "floor (etcd + kube-apiserver ready): median {f:.2}s, CPU {:.1}s; whole / floor = {:.2}x",
+        cpu(&floor),
+        if f > 0.0 { w / f } else { 0.0 }
     );
     exit::OK
 }

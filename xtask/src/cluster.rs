@@ -265,6 +265,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         lifetime: Lifetime::Detached,
         progress,
         node_kind: args.nodes.node_kind.parse().unwrap_or_default(),
+        floor: false,
     };
     // Dropping the start future on Ctrl-C stops whatever it had started and removes the dir.
     let cluster = tokio::select! {

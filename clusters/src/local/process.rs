@@ -163,6 +163,8 @@ pub struct ProcStat {
     pub state: char,
     pub pgrp: i64,
     pub start_ticks: u64,
+    /// User and system CPU time so far, in clock ticks.
+    pub cpu_ticks: u64,
 }
 
 pub fn proc_stat(pid: u32) -> Option<ProcStat> {
@@ -174,7 +176,16 @@ pub fn proc_stat(pid: u32) -> Option<ProcStat> {
         state: fields.first()?.chars().next()?,
         pgrp: fields.get(2)?.parse().ok()?,
         start_ticks: fields.get(19)?.parse().ok()?,
+        cpu_ticks: fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?,
     })
+}
+
+/// The CPU time (user and system) the process `pid` has used so far, in seconds; 0 where it
+/// is gone.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    // SAFETY: sysconf only reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    proc_stat(pid).map_or(0.0, |s| s.cpu_ticks as f64 / hz)
 }
 
 /// Whether the process `pid` that started at `start_ticks` (not a later one with a recycled
