@@ -451,6 +451,28 @@ fn causes(
             out.push(Cause::UnknownClass { request: name, class: req.class_name.clone() });
             continue;
         }
+        // A selector that cannot be evaluated makes every count below a guess: say so instead.
+        let mut unevaluable = false;
+        for d in 0..facts.devices.len() {
+            if let Match::Unknown(Reason::Unevaluable { source, index, expression, feature }) =
+                &facts.evals[r][d].selectors
+            {
+                unevaluable = true;
+                let cause = Cause::Unevaluable {
+                    request: name.clone(),
+                    source: source.clone(),
+                    index: *index,
+                    expression: expression.clone(),
+                    feature: feature.clone(),
+                };
+                if !out.contains(&cause) {
+                    out.push(cause);
+                }
+            }
+        }
+        if unevaluable {
+            continue;
+        }
         for (er, d, e) in errors {
             if *er == r {
                 let device = device_id(&facts.devices[*d]);

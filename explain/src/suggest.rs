@@ -104,6 +104,9 @@ pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
                     ));
                 }
             }
+            Cause::Unevaluable { request, feature, .. } => out.push(format!(
+                "request {request}: read the scheduler's events on the pod for this selector's verdict, or write it without {feature} to have dracheck explain it"
+            )),
             Cause::ConstraintUnmet { claim, constraint, attribute, .. } => {
                 let how = if constraint == "matchAttribute" {
                     "free devices so that one node has enough with one value, or pick the value with a selector"

@@ -354,7 +354,7 @@ fn eval_on(state: &ClusterState, i: usize, expression: &str) -> Result<bool, Str
     let d = &state.slices[0].spec.devices.as_ref().unwrap()[i];
     let input =
         crate::cel::DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() };
-    env.matches(&env.compile(expression)?, &input)
+    env.matches(&env.compile(expression).map_err(|e| e.to_string())?, &input).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -499,4 +499,23 @@ fn partitions_chosen_together_stay_within_their_counters() {
     // Three never fit together.
     let e = explain(&s, claim(NS, "three", "gpu", 3, &[]));
     assert!(!e.fits, "{}", crate::text(&e));
+}
+
+/// A selector using what Kubernetes has and dracheck lacks gets no verdict: not "no device
+/// set fits", not a selector error that fails the scheduling attempt.
+#[test]
+fn a_selector_dracheck_cannot_evaluate_is_said_so() {
+    let valid = r#"!format.dns1123Label().validate(device.attributes["gpu.example.com"].model).hasValue()"#;
+    let e = explain(&cluster(1), claim(NS, "want", "gpu", 1, &[valid]));
+    assert!(!e.fits);
+    let [Cause::Unevaluable { request, source, index, feature, .. }] = e.causes.as_slice() else {
+        panic!("{:?}", e.causes)
+    };
+    assert_eq!((request.as_str(), source.as_str(), *index), ("req", "request", 0));
+    assert!(feature.contains("format.dns1123Label"), "{feature}");
+    let text = crate::text(&e);
+    assert!(text.contains("no verdict: dracheck cannot evaluate a selector"), "{text}");
+    assert!(text.contains("dracheck cannot evaluate this selector: request selector #0"), "{text}");
+    assert!(!text.contains("SchedulerError"), "{text}");
+    assert!(e.suggestions.iter().any(|s| s.contains("scheduler's events")), "{:?}", e.suggestions);
 }

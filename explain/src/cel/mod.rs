@@ -1,18 +1,34 @@
 //! The DRA CEL environment: the `device` variable (`driver`, `attributes`, `capacity`) and the
-//! functions Kubernetes adds to CEL for device selectors (quantities, semantic versions, the
-//! list, regex, IP and CIDR libraries, the sets extension, `cel.bind`), on top of the standard
-//! library and the strings extension. Not yet: the URL and `format` libraries, whose calls
-//! are reported as selector errors.
+//! libraries Kubernetes' DRA selector environment has (`k8s.io/apiserver/pkg/cel/environment/
+//! base.go` and `k8s.io/dynamic-resource-allocation/cel/compile.go`, as of 1.37):
+//!
+//! - cel-rust's standard library, with optional types (`optional.of`, `.?`, `orValue`, ...);
+//! - cel-go's strings extension (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`,
+//!   `upperAscii`, `replace`, `split`, `substring`, `trim`, `join`, `format`, `strings.quote`)
+//!   and lists extension (`slice`, `flatten`, `distinct`, `reverse`, `sort`, `sortBy`,
+//!   `lists.range`), both from cel-rust;
+//! - in `functions`: Kubernetes' quantity, semver, list (`isSorted`, `sum`, `min`, `max`,
+//!   `indexOf`, `lastIndexOf`, `includes`) and regex (`find`, `findAll`) libraries, cel-go's
+//!   sets extension and `cel.bind`;
+//! - in `net`: the IP and CIDR libraries; in `url`: the URL library.
+//!
+//! Kubernetes does not enable cel-go's math or encoders extensions for selectors, so neither is
+//! here: the apiserver rejects `math.greatest(...)` or `base64.decode(...)` in a selector.
+//! What Kubernetes has and this environment lacks ([`UNSUPPORTED`]: the `format` library,
+//! two-variable comprehensions, `string()` of an IP or CIDR) makes a selector
+//! [`CelError::Unsupported`]: dracheck has no verdict on it, rather than calling it wrong.
 
 mod functions;
 mod net;
 pub mod semver;
+mod url;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::objects::{Key, Map, Opaque};
-use cel::{Context, Env, Program, Value};
+use cel::{Context, Env, ExecutionError, Program, Value};
 use k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceCapacity};
 
 pub use dracheck_objects::quantity::{self, Quantity};
@@ -66,36 +82,163 @@ impl Environment {
     pub fn new() -> Environment {
         let mut env = Env::stdlib();
         env.add_extension(cel::extensions::strings).expect("the strings extension registers");
+        env.add_extension(cel::extensions::lists).expect("the lists extension registers");
         functions::declare(&mut env).expect("the DRA overloads register");
         net::declare(&mut env).expect("the IP library registers");
         Environment { env: Arc::new(env) }
     }
 
-    /// Parses `expression`; a syntax error is what upstream calls a compile error.
-    pub fn compile(&self, expression: &str) -> Result<Selector, String> {
-        let program = self.env.compile(expression).map_err(|e| e.to_string().trim().to_string())?;
+    /// Parses `expression`; a syntax error is what upstream calls a compile error, and a
+    /// call of something Kubernetes has but dracheck lacks is [`CelError::Unsupported`].
+    pub fn compile(&self, expression: &str) -> Result<Selector, CelError> {
+        let program = self.env.compile(expression).map_err(|e| {
+            let message = e.to_string().trim().to_string();
+            // cel-rust parses the optional syntax but reports what it does not take of it as
+            // unsupported; upstream has all of it.
+            if message.contains("unsupported") {
+                CelError::Unsupported { feature: format!("this syntax ({message})") }
+            } else {
+                CelError::Compile(message)
+            }
+        })?;
+        if let Some(feature) = unsupported_call(program.expression()) {
+            return Err(CelError::Unsupported { feature });
+        }
         Ok(Selector { program, domains: indexed_domains(expression) })
     }
 
     /// Whether the device matches; `Err` is a runtime error (a missing attribute, a type
-    /// mismatch, a result that is not a bool), which the scheduler reports as such.
-    pub fn matches(&self, selector: &Selector, device: &DeviceInput<'_>) -> Result<bool, String> {
+    /// mismatch, a result that is not a bool), which the scheduler reports as such, or an
+    /// overload Kubernetes has and dracheck lacks.
+    pub fn matches(&self, selector: &Selector, device: &DeviceInput<'_>) -> Result<bool, CelError> {
         let mut ctx = Context::with_env(self.env.clone());
         functions::register(&mut ctx);
         net::register(&mut ctx);
-        ctx.add_variable_from_value("device", device_value(device, &selector.domains)?);
+        url::register(&mut ctx);
+        ctx.add_variable_from_value("device", device_value(device, &selector.domains).map_err(CelError::Runtime)?);
         match selector.program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!("the expression gives {}, not a bool", type_name(&other))),
-            Err(e) => Err(runtime_message(&e)),
+            Ok(other) => Err(CelError::Runtime(format!("the expression gives {}, not a bool", type_name(&other)))),
+            Err(e) => Err(runtime_error(&e)),
         }
     }
 }
 
-fn runtime_message(e: &cel::ExecutionError) -> String {
+/// Why a selector has no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CelError {
+    /// The expression does not compile, for the apiserver either: a wrong selector.
+    #[error("{0}")]
+    Compile(String),
+    /// Evaluation fails on this device as it does in the scheduler (a missing attribute, a
+    /// type mismatch, a result that is not a bool): a wrong selector for this device.
+    #[error("{0}")]
+    Runtime(String),
+    /// Kubernetes' DRA environment has `feature`, dracheck does not: no verdict either way.
+    #[error("dracheck cannot evaluate this selector: {feature} is not implemented by dracheck")]
+    Unsupported { feature: String },
+}
+
+/// What Kubernetes' DRA environment has and this one lacks, by the name a call has in the
+/// expression, with why it is missing.
+pub const UNSUPPORTED: &[(&str, &str)] = &[
+    // The format library answers with optional lists of apimachinery's validation messages.
+    ("format.named", "the format library"),
+    ("format.dns1123Label", "the format library"),
+    ("format.dns1123Subdomain", "the format library"),
+    ("format.dns1035Label", "the format library"),
+    ("format.qualifiedName", "the format library"),
+    ("format.dns1123LabelPrefix", "the format library"),
+    ("format.dns1123SubdomainPrefix", "the format library"),
+    ("format.dns1035LabelPrefix", "the format library"),
+    ("format.labelValue", "the format library"),
+    ("format.uri", "the format library"),
+    ("format.uuid", "the format library"),
+    ("format.byte", "the format library"),
+    ("format.date", "the format library"),
+    ("format.datetime", "the format library"),
+    ("validate", "the format library"),
+    // cel-rust's interpreter has no second iteration variable.
+    ("transformList", "two-variable comprehensions"),
+    ("transformMap", "two-variable comprehensions"),
+    ("transformMapEntry", "two-variable comprehensions"),
+];
+
+/// A call in `expr` that Kubernetes' environment has and this one lacks, named; the
+/// innermost one, so that `format.dns1123Label().validate(s)` names the library's entry.
+fn unsupported_call(expr: &IdedExpr) -> Option<String> {
+    let (children, own): (Vec<&IdedExpr>, Option<String>) = match &expr.expr {
+        Expr::Call(call) => {
+            let qualified = call
+                .target
+                .as_ref()
+                .and_then(|t| namespace(&t.expr))
+                .map_or_else(|| call.func_name.clone(), |ns| format!("{ns}.{}", call.func_name));
+            let two_var = matches!(call.func_name.as_str(), "all" | "exists" | "existsOne" | "exists_one")
+                && call.target.is_some()
+                && call.args.len() == 3
+                && call.args[..2].iter().all(|a| matches!(a.expr, Expr::Ident(_)));
+            let own = if two_var {
+                Some(format!("`{}` with two variables (two-variable comprehensions)", call.func_name))
+            } else {
+                [qualified.as_str(), call.func_name.as_str()].into_iter().find_map(|name| {
+                    UNSUPPORTED.iter().find(|(n, _)| *n == name).map(|(_, why)| format!("`{name}` ({why})"))
+                })
+            };
+            (call.target.iter().map(|t| &**t).chain(&call.args).collect(), own)
+        }
+        Expr::Comprehension(c) => (vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result], None),
+        Expr::List(l) => (l.elements.iter().collect(), None),
+        Expr::Map(m) => (
+            m.entries
+                .iter()
+                .flat_map(|e| match &e.expr {
+                    EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+                    EntryExpr::StructField(f) => vec![&f.value],
+                })
+                .collect(),
+            None,
+        ),
+        Expr::Struct(s) => (
+            s.entries
+                .iter()
+                .filter_map(|e| match &e.expr {
+                    EntryExpr::StructField(f) => Some(&f.value),
+                    EntryExpr::MapEntry(_) => None,
+                })
+                .collect(),
+            None,
+        ),
+        Expr::Select(s) => (vec![&*s.operand], None),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => (Vec::new(), None),
+    };
+    children.into_iter().find_map(unsupported_call).or(own)
+}
+
+/// `a.b` of a call `a.b.f(...)`: the namespace a qualified function name would have.
+fn namespace(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Ident(name) => Some(name.clone()),
+        Expr::Select(s) if !s.test => namespace(&s.operand.expr).map(|ns| format!("{ns}.{}", s.field)),
+        _ => None,
+    }
+}
+
+/// An evaluation error as the scheduler's, or as unsupported where it is a function of
+/// Kubernetes' that is missing here (a call the static check in `compile` did not see, such
+/// as `string()` of an IP or CIDR).
+fn runtime_error(e: &ExecutionError) -> CelError {
     match e {
-        cel::ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
-        other => other.to_string(),
+        ExecutionError::NoSuchKey(k) => CelError::Runtime(format!("no such key: {k}")),
+        ExecutionError::UndeclaredReference(name) if UNSUPPORTED.iter().any(|(n, _)| **n == ***name) => {
+            CelError::Unsupported { feature: format!("`{name}`") }
+        }
+        ExecutionError::NoSuchOverload(o)
+            if o.function() == "string" && o.argument_types().iter().any(|t| t == "net.IP" || t == "net.IPPrefix") =>
+        {
+            CelError::Unsupported { feature: format!("`string()` of {}", o.argument_types().join(", ")) }
+        }
+        other => CelError::Runtime(other.to_string()),
     }
 }
 

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use dracheck_objects::device;
 use k8s_openapi::api::resource::v1::Device;
 
-use super::{DeviceInput, Environment};
+use super::{CelError, DeviceInput, Environment};
 
 const DRIVER: &str = "gpu.example.com";
 
@@ -27,11 +27,20 @@ fn gpu() -> Device {
     d
 }
 
-fn eval(expr: &str) -> Result<bool, String> {
+/// The typed result, for the tests that tell kinds of failure apart.
+fn eval_typed(expr: &str) -> Result<bool, CelError> {
     let env = Environment::new();
     let d = gpu();
     let sel = env.compile(expr)?;
     env.matches(&sel, &DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() })
+}
+
+fn eval(expr: &str) -> Result<bool, String> {
+    let env = Environment::new();
+    let d = gpu();
+    let sel = env.compile(expr).map_err(|e| e.to_string())?;
+    env.matches(&sel, &DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() })
+        .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -128,4 +137,109 @@ fn syntax_errors_are_compile_errors() {
     assert!(env.compile(r#"device.driver == "#).is_err());
     assert!(env.compile(r#"device.driver == "x""#).is_ok());
     let _ = BTreeMap::<String, String>::new();
+}
+
+/// Kubernetes' URL library, with upstream's examples (`library/urls.go` and the CRD
+/// validation tests in apiextensions-apiserver).
+#[test]
+fn the_url_library_evaluates_as_upstreams() {
+    let truths = [
+        r#"url('https://a.example:8443/p?q=1').getPort() == '8443'"#,
+        r#"url('/path').getScheme() == '' && url('https://example.com/').getScheme() == 'https'"#,
+        r#"url('HTTPS://example.com/').getScheme() == 'https'"#,
+        r#"url('https://example.com:80/').getHost() == 'example.com:80' && url('https://example.com/').getHost() == 'example.com'"#,
+        r#"url('https://[::1]:80/').getHost() == '[::1]:80' && url('https://[::1]/').getHost() == '[::1]' && url('/path').getHost() == ''"#,
+        r#"url('https://example.com:80/').getHostname() == 'example.com' && url('https://127.0.0.1/').getHostname() == '127.0.0.1'"#,
+        r#"url('https://[::1]/').getHostname() == '::1' && url('/path').getHostname() == ''"#,
+        r#"url('https://example.com/').getPort() == '' && url('/path').getPort() == ''"#,
+        r#"url('https://example.com/path').getEscapedPath() == '/path' && url('https://example.com').getEscapedPath() == ''"#,
+        r#"url('https://example.com/with space/').getEscapedPath() == '/with%20space/'"#,
+        r#"url('https://example.com/a%2Fb').getEscapedPath() == '/a%2Fb'"#,
+        r#"url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}"#,
+        r#"url('https://example.com/path?key with spaces=value with spaces').getQuery() == {'key with spaces': ['value with spaces']}"#,
+        r#"url('https://example.com/path?').getQuery() == {} && url('https://example.com/path').getQuery() == {}"#,
+        r#"url('https://example.com/p?a=%41+b&bad=%zz').getQuery() == {'a': ['A b']}"#,
+        r#"url('https://user:pass@example.com:80/path?query=val#fragment').getQuery() == {'query': ['val']}"#,
+        r#"url('https:://kubernetes.io/').getHostname() == '' && url('https://a.example/') == url('https://a.example/')"#,
+        r#"isURL('https://user:pass@example.com:80/path?query=val#fragment') && isURL('/path')"#,
+        r#"!isURL('https://a:b:c/') && !isURL('../relative-path') && !isURL('')"#,
+    ];
+    for t in truths {
+        assert_eq!(eval(t), Ok(true), "{t}");
+    }
+    let bad = eval(r#"url('../relative-path').getScheme() == ''"#).unwrap_err();
+    assert!(bad.contains("URL parse error during conversion from string"), "{bad}");
+    assert!(eval(r#"url('https://a:b:c/').getPort() == 'c'"#).is_err());
+}
+
+/// The list library's `includes` (Kubernetes 1.37), with upstream's cases (the DRA
+/// `compile_test.go`): a list holds the value, a scalar equals it.
+#[test]
+fn includes_reads_lists_and_scalars() {
+    let truths = [
+        r#"device.attributes["gpu.example.com"].links.includes(2) && !device.attributes["gpu.example.com"].links.includes(4)"#,
+        r#"device.attributes["gpu.example.com"].model.includes("a100") && !device.attributes["gpu.example.com"].model.includes("l4")"#,
+        r#"device.attributes["gpu.example.com"].mig.includes(false) && [true, false].includes(true) && ![true, true].includes(false)"#,
+        r#"[1, 2].includes(2.0) && !"abc".includes("b")"#,
+    ];
+    for t in truths {
+        assert_eq!(eval(t), Ok(true), "{t}");
+    }
+}
+
+/// cel-go's lists (version 3) and strings (version 2) extensions and optional types, which
+/// the DRA environment has since 1.34, 1.29 and 1.28.
+#[test]
+fn the_lists_strings_and_optional_libraries_are_there() {
+    let truths = [
+        r#"[3, 1, 2].sort() == [1, 2, 3] && [1, 1, 2].distinct() == [1, 2] && [1, [2, 3]].flatten() == [1, 2, 3]"#,
+        r#"lists.range(3) == [0, 1, 2] && [1, 2, 3, 4].slice(1, 3) == [2, 3] && [1, 2].reverse() == [2, 1]"#,
+        r#"[{'n': 2}, {'n': 1}].sortBy(e, e.n) == [{'n': 1}, {'n': 2}]"#,
+        r#"device.attributes["gpu.example.com"].model.charAt(0) == "a" && "a,b".split(",") == ["a", "b"]"#,
+        r#""A100".lowerAscii() == "a100" && " x ".trim() == "x" && "a-b".replace("-", "_") == "a_b""#,
+        r#""abc".substring(1) == "bc" && ["a", "b"].join("-") == "a-b" && strings.quote('a"b') == '"a\\"b"'"#,
+        r#""%s has %d GiB at %.1f%%".format(["gpu", 80, 99.5]) == "gpu has 80 GiB at 99.5%""#,
+        r#"device.attributes["gpu.example.com"].?colour.orValue("none") == "none""#,
+        r#"device.attributes["gpu.example.com"].?model.value() == "a100" && optional.of(1).hasValue() && !optional.none().hasValue()"#,
+    ];
+    for t in truths {
+        assert_eq!(eval(t), Ok(true), "{t}");
+    }
+}
+
+/// Kubernetes enables neither cel-go's math nor its encoders extension for DRA selectors:
+/// the apiserver does not compile such a selector, so it is an error here too, not a gap.
+#[test]
+fn math_and_encoders_are_not_in_the_dra_environment() {
+    for t in [r#"math.greatest(1, 2) == 2"#, r#"base64.encode(b"a") == "YQ==""#] {
+        let e = eval_typed(t).unwrap_err();
+        assert!(!matches!(e, CelError::Unsupported { .. }), "{t}: {e}");
+    }
+}
+
+/// What Kubernetes has and dracheck lacks is no verdict: the format library, two-variable
+/// comprehensions, `string()` of an IP.
+#[test]
+fn what_dracheck_lacks_is_unsupported_not_wrong() {
+    let cases = [
+        (
+            r#"!format.dns1123Label().validate(device.attributes["gpu.example.com"].model).hasValue()"#,
+            "format.dns1123Label",
+        ),
+        (r#"format.named("uuid").hasValue()"#, "format.named"),
+        (
+            r#"device.attributes["gpu.example.com"].exists(k, v, k == "model" && v == "a100")"#,
+            "`exists` with two variables",
+        ),
+        (r#"device.attributes["gpu.example.com"].links.transformList(i, v, v * 2) == [2, 4, 6]"#, "transformList"),
+        (r#"string(cidr("10.0.0.0/8").ip()) == "10.0.0.0""#, "string()"),
+    ];
+    for (t, named) in cases {
+        let e = eval_typed(t).unwrap_err();
+        assert!(matches!(&e, CelError::Unsupported { feature } if feature.contains(named)), "{t}: {e:?}");
+        assert!(e.to_string().starts_with("dracheck cannot evaluate this selector: "), "{e}");
+    }
+    // Wrong selectors stay wrong: a missing attribute, a syntax error.
+    assert!(matches!(eval_typed(r#"device.attributes["gpu.example.com"].colour == "red""#), Err(CelError::Runtime(_))));
+    assert!(matches!(eval_typed(r#"device.driver == "#), Err(CelError::Compile(_))));
 }
