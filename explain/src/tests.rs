@@ -505,14 +505,14 @@ fn partitions_chosen_together_stay_within_their_counters() {
 /// set fits", not a selector error that fails the scheduling attempt.
 #[test]
 fn a_selector_dracheck_cannot_evaluate_is_said_so() {
-    let valid = r#"!format.dns1123Label().validate(device.attributes["gpu.example.com"].model).hasValue()"#;
-    let e = explain(&cluster(1), claim(NS, "want", "gpu", 1, &[valid]));
+    let doubled = r#"device.attributes["gpu.example.com"].exists(k, v, k == "model" && v == "a100")"#;
+    let e = explain(&cluster(1), claim(NS, "want", "gpu", 1, &[doubled]));
     assert!(!e.fits);
     let [Cause::Unevaluable { request, source, index, feature, .. }] = e.causes.as_slice() else {
         panic!("{:?}", e.causes)
     };
     assert_eq!((request.as_str(), source.as_str(), *index), ("req", "request", 0));
-    assert!(feature.contains("format.dns1123Label"), "{feature}");
+    assert!(feature.contains("`exists` with two variables"), "{feature}");
     let text = crate::text(&e);
     assert!(text.contains("no verdict: dracheck cannot evaluate a selector"), "{text}");
     assert!(text.contains("dracheck cannot evaluate this selector: request selector #0"), "{text}");

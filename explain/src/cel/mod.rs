@@ -10,14 +10,16 @@
 //! - in `functions`: Kubernetes' quantity, semver, list (`isSorted`, `sum`, `min`, `max`,
 //!   `indexOf`, `lastIndexOf`, `includes`) and regex (`find`, `findAll`) libraries, cel-go's
 //!   sets extension and `cel.bind`;
-//! - in `net`: the IP and CIDR libraries; in `url`: the URL library.
+//! - in `net`: the IP and CIDR libraries; in `url`: the URL library; in `format`: the format
+//!   library (`format.named`, `format.dns1123Label()`, ..., `validate`).
 //!
 //! Kubernetes does not enable cel-go's math or encoders extensions for selectors, so neither is
 //! here: the apiserver rejects `math.greatest(...)` or `base64.decode(...)` in a selector.
-//! What Kubernetes has and this environment lacks ([`UNSUPPORTED`]: the `format` library,
-//! two-variable comprehensions, `string()` of an IP or CIDR) makes a selector
+//! What Kubernetes has and this environment lacks ([`UNSUPPORTED`]: two-variable
+//! comprehensions, `string()` of an IP or CIDR) makes a selector
 //! [`CelError::Unsupported`]: dracheck has no verdict on it, rather than calling it wrong.
 
+mod format;
 mod functions;
 mod net;
 pub mod semver;
@@ -115,6 +117,7 @@ impl Environment {
         functions::register(&mut ctx);
         net::register(&mut ctx);
         url::register(&mut ctx);
+        format::register(&mut ctx);
         ctx.add_variable_from_value("device", device_value(device, &selector.domains).map_err(CelError::Runtime)?);
         match selector.program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),
@@ -142,22 +145,6 @@ pub enum CelError {
 /// What Kubernetes' DRA environment has and this one lacks, by the name a call has in the
 /// expression, with why it is missing.
 pub const UNSUPPORTED: &[(&str, &str)] = &[
-    // The format library answers with optional lists of apimachinery's validation messages.
-    ("format.named", "the format library"),
-    ("format.dns1123Label", "the format library"),
-    ("format.dns1123Subdomain", "the format library"),
-    ("format.dns1035Label", "the format library"),
-    ("format.qualifiedName", "the format library"),
-    ("format.dns1123LabelPrefix", "the format library"),
-    ("format.dns1123SubdomainPrefix", "the format library"),
-    ("format.dns1035LabelPrefix", "the format library"),
-    ("format.labelValue", "the format library"),
-    ("format.uri", "the format library"),
-    ("format.uuid", "the format library"),
-    ("format.byte", "the format library"),
-    ("format.date", "the format library"),
-    ("format.datetime", "the format library"),
-    ("validate", "the format library"),
     // cel-rust's interpreter has no second iteration variable.
     ("transformList", "two-variable comprehensions"),
     ("transformMap", "two-variable comprehensions"),
