@@ -16,7 +16,7 @@
 //! Kubernetes does not enable cel-go's math or encoders extensions for selectors, so neither is
 //! here: the apiserver rejects `math.greatest(...)` or `base64.decode(...)` in a selector.
 //! What Kubernetes has and this environment lacks ([`UNSUPPORTED`]: two-variable
-//! comprehensions, `string()` of an IP or CIDR) makes a selector
+//! comprehensions, which cel-rust's interpreter cannot run) makes a selector
 //! [`CelError::Unsupported`]: dracheck has no verdict on it, rather than calling it wrong.
 
 mod format;
@@ -93,16 +93,9 @@ impl Environment {
     /// Parses `expression`; a syntax error is what upstream calls a compile error, and a
     /// call of something Kubernetes has but dracheck lacks is [`CelError::Unsupported`].
     pub fn compile(&self, expression: &str) -> Result<Selector, CelError> {
-        let program = self.env.compile(expression).map_err(|e| {
-            let message = e.to_string().trim().to_string();
-            // cel-rust parses the optional syntax but reports what it does not take of it as
-            // unsupported; upstream has all of it.
-            if message.contains("unsupported") {
-                CelError::Unsupported { feature: format!("this syntax ({message})") }
-            } else {
-                CelError::Compile(message)
-            }
-        })?;
+        // The parser takes what upstream's does (optional syntax included; backquoted
+        // identifiers, which Kubernetes does not enable, rejected): its errors are upstream's.
+        let program = self.env.compile(expression).map_err(|e| CelError::Compile(e.to_string().trim().to_string()))?;
         if let Some(feature) = unsupported_call(program.expression()) {
             return Err(CelError::Unsupported { feature });
         }
@@ -152,7 +145,7 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
 ];
 
 /// A call in `expr` that Kubernetes' environment has and this one lacks, named; the
-/// innermost one, so that `format.dns1123Label().validate(s)` names the library's entry.
+/// innermost one, which the others take as argument or receiver.
 fn unsupported_call(expr: &IdedExpr) -> Option<String> {
     let (children, own): (Vec<&IdedExpr>, Option<String>) = match &expr.expr {
         Expr::Call(call) => {
@@ -212,18 +205,12 @@ fn namespace(expr: &Expr) -> Option<String> {
 }
 
 /// An evaluation error as the scheduler's, or as unsupported where it is a function of
-/// Kubernetes' that is missing here (a call the static check in `compile` did not see, such
-/// as `string()` of an IP or CIDR).
+/// Kubernetes' that is missing here (a call the static check in `compile` did not see).
 fn runtime_error(e: &ExecutionError) -> CelError {
     match e {
         ExecutionError::NoSuchKey(k) => CelError::Runtime(format!("no such key: {k}")),
         ExecutionError::UndeclaredReference(name) if UNSUPPORTED.iter().any(|(n, _)| **n == ***name) => {
             CelError::Unsupported { feature: format!("`{name}`") }
-        }
-        ExecutionError::NoSuchOverload(o)
-            if o.function() == "string" && o.argument_types().iter().any(|t| t == "net.IP" || t == "net.IPPrefix") =>
-        {
-            CelError::Unsupported { feature: format!("`string()` of {}", o.argument_types().join(", ")) }
         }
         other => CelError::Runtime(other.to_string()),
     }
