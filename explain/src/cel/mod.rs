@@ -2,7 +2,9 @@
 //! libraries Kubernetes' DRA selector environment has (`k8s.io/apiserver/pkg/cel/environment/
 //! base.go` and `k8s.io/dynamic-resource-allocation/cel/compile.go`, as of 1.37):
 //!
-//! - cel-rust's standard library, with optional types (`optional.of`, `.?`, `orValue`, ...);
+//! - cel-rust's standard library, with optional types (`optional.of`, `.?`, `orValue`, ...),
+//!   and in `optional` what cel-go's optional library adds (`first`, `last`,
+//!   `optional.unwrap`, `unwrapOpt`);
 //! - cel-go's strings extension (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`,
 //!   `upperAscii`, `replace`, `split`, `substring`, `trim`, `join`, `format`, `strings.quote`)
 //!   and lists extension (`slice`, `flatten`, `distinct`, `reverse`, `sort`, `sortBy`,
@@ -22,6 +24,7 @@
 mod format;
 mod functions;
 mod net;
+mod optional;
 pub mod semver;
 mod url;
 
@@ -111,6 +114,7 @@ impl Environment {
         net::register(&mut ctx);
         url::register(&mut ctx);
         format::register(&mut ctx);
+        optional::register(&mut ctx);
         ctx.add_variable_from_value("device", device_value(device, &selector.domains).map_err(CelError::Runtime)?);
         match selector.program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),

@@ -204,6 +204,9 @@ fn the_lists_strings_and_optional_libraries_are_there() {
         r#""%s has %d GiB at %.1f%%".format(["gpu", 80, 99.5]) == "gpu has 80 GiB at 99.5%""#,
         r#"device.attributes["gpu.example.com"].?colour.orValue("none") == "none""#,
         r#"device.attributes["gpu.example.com"].?model.value() == "a100" && optional.of(1).hasValue() && !optional.none().hasValue()"#,
+        r#"[1, 2, 3].first() == optional.of(1) && [1, 2, 3].last() == optional.of(3) && ![].first().hasValue() && ![].last().hasValue()"#,
+        r#"device.attributes["gpu.example.com"].links.last().orValue(0) == 3"#,
+        r#"optional.unwrap([optional.of(1), optional.none()]) == [1] && [optional.none(), optional.of("a")].unwrapOpt() == ["a"]"#,
     ];
     for t in truths {
         assert_eq!(eval(t), Ok(true), "{t}");
