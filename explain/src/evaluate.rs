@@ -189,7 +189,7 @@ pub type Consumed = HashMap<(String, String, String), BTreeMap<String, Quantity>
 pub fn evaluate(env: &Environment, req: &Request<'_>, pd: &PoolDevice<'_>, consumed: &Consumed) -> DeviceEval {
     let driver = pd.slice.spec.driver.as_str();
     let device = pd.device;
-    let input = DeviceInput { driver, attributes: device.attributes.as_ref(), capacity: device.capacity.as_ref() };
+    let input = DeviceInput::of(driver, device);
     let class_source = format!("class {}", req.class_name);
     let mut selectors = Match::Yes;
     'outer: for (source, list) in [(class_source.as_str(), &req.class_selectors), ("request", &req.selectors)] {

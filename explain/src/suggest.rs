@@ -29,11 +29,7 @@ fn free_matching(
         .filter(|&d| !facts.in_use[d] && facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]))
         .filter(|&d| {
             let pd = &facts.devices[d];
-            let input = DeviceInput {
-                driver: &pd.slice.spec.driver,
-                attributes: pd.device.attributes.as_ref(),
-                capacity: pd.device.capacity.as_ref(),
-            };
+            let input = DeviceInput::of(&pd.slice.spec.driver, pd.device);
             compiled.iter().all(|p| facts.env.matches(p, &input) == Ok(true))
         })
         .collect()

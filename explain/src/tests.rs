@@ -352,8 +352,7 @@ fn a_cluster_without_devices_says_so() {
 fn eval_on(state: &ClusterState, i: usize, expression: &str) -> Result<bool, String> {
     let env = crate::cel::Environment::new();
     let d = &state.slices[0].spec.devices.as_ref().unwrap()[i];
-    let input =
-        crate::cel::DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() };
+    let input = crate::cel::DeviceInput::of(DRIVER, d);
     env.matches(&env.compile(expression).map_err(|e| e.to_string())?, &input).map_err(|e| e.to_string())
 }
 

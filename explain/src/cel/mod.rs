@@ -34,7 +34,7 @@ use std::sync::Arc;
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::objects::{Key, Map, Opaque};
 use cel::{Context, Env, ExecutionError, Program, Value};
-use k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceCapacity};
+use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceCapacity};
 
 pub use dracheck_objects::quantity::{self, Quantity};
 pub use semver::Semver;
@@ -70,6 +70,20 @@ pub struct DeviceInput<'a> {
     pub driver: &'a str,
     pub attributes: Option<&'a BTreeMap<String, DeviceAttribute>>,
     pub capacity: Option<&'a BTreeMap<String, DeviceCapacity>>,
+    /// `device.allowMultipleAllocations`, false when unset (upstream's `ptr.Deref(…, false)`).
+    pub allow_multiple_allocations: bool,
+}
+
+impl<'a> DeviceInput<'a> {
+    /// `device` of a slice of `driver`.
+    pub fn of(driver: &'a str, device: &'a Device) -> DeviceInput<'a> {
+        DeviceInput {
+            driver,
+            attributes: device.attributes.as_ref(),
+            capacity: device.capacity.as_ref(),
+            allow_multiple_allocations: device.allow_multiple_allocations.unwrap_or(false),
+        }
+    }
 }
 
 /// The environment every selector is compiled and evaluated in.
@@ -299,6 +313,12 @@ fn device_value(device: &DeviceInput<'_>, domains: &[String]) -> Result<Value, S
     fields.insert(Key::String(Arc::new("driver".into())), Value::String(Arc::new(device.driver.to_string())));
     fields.insert(Key::String(Arc::new("attributes".into())), nested(attributes));
     fields.insert(Key::String(Arc::new("capacity".into())), nested(capacity));
+    // Declared upstream with the consumable capacity feature (1.34 on); without it the
+    // apiserver rejects a selector that reads it, so having it here decides nothing wrongly.
+    fields.insert(
+        Key::String(Arc::new("allowMultipleAllocations".into())),
+        Value::Bool(device.allow_multiple_allocations),
+    );
     Ok(Value::Map(Map { map: Arc::new(fields) }))
 }
 

@@ -32,15 +32,14 @@ fn eval_typed(expr: &str) -> Result<bool, CelError> {
     let env = Environment::new();
     let d = gpu();
     let sel = env.compile(expr)?;
-    env.matches(&sel, &DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() })
+    env.matches(&sel, &DeviceInput::of(DRIVER, &d))
 }
 
 fn eval(expr: &str) -> Result<bool, String> {
     let env = Environment::new();
     let d = gpu();
     let sel = env.compile(expr).map_err(|e| e.to_string())?;
-    env.matches(&sel, &DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() })
-        .map_err(|e| e.to_string())
+    env.matches(&sel, &DeviceInput::of(DRIVER, &d)).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -74,6 +73,7 @@ fn the_dra_environment_evaluates_what_selectors_use() {
         r#"has(device.attributes["gpu.example.com"].model) && !has(device.attributes["gpu.example.com"].colour)"#,
         r#"!has(device.attributes["nowhere.example.com"].model)"#,
         r#"device.attributes["gpu.example.com"].exists(k, k == "mig")"#,
+        r#"!device.allowMultipleAllocations"#,
         r#"sets.contains(device.attributes["gpu.example.com"].links, [1, 3]) && !sets.contains([1], [1, 2])"#,
         r#"sets.equivalent([1, 2, 2], [2, 1]) && !sets.equivalent([1], [1, 2]) && sets.contains([1, 2], [1.0])"#,
         r#"sets.intersects(device.attributes["gpu.example.com"].links, [0, 3]) && !sets.intersects([1], [])"#,
@@ -267,4 +267,15 @@ fn what_dracheck_lacks_is_unsupported_not_wrong() {
     assert!(matches!(eval_typed(r#"device.attributes["gpu.example.com"].colour == "red""#), Err(CelError::Runtime(_))));
     assert!(matches!(eval_typed(r#"device.driver == "#), Err(CelError::Compile(_))));
     assert!(matches!(eval_typed(r#"device.`driver` == "x""#), Err(CelError::Compile(_))));
+}
+
+/// `device.allowMultipleAllocations` (consumable capacity): the device's flag, false when unset.
+#[test]
+fn allow_multiple_allocations_is_the_devices_flag() {
+    let env = Environment::new();
+    let sel = env.compile("device.allowMultipleAllocations").unwrap();
+    let mut d = gpu();
+    assert_eq!(env.matches(&sel, &DeviceInput::of(DRIVER, &d)), Ok(false));
+    d.allow_multiple_allocations = Some(true);
+    assert_eq!(env.matches(&sel, &DeviceInput::of(DRIVER, &d)), Ok(true));
 }
