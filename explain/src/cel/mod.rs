@@ -17,10 +17,14 @@
 //!
 //! Kubernetes does not enable cel-go's math or encoders extensions for selectors, so neither is
 //! here: the apiserver rejects `math.greatest(...)` or `base64.decode(...)` in a selector.
-//! What Kubernetes has and this environment lacks ([`UNSUPPORTED`]: two-variable
-//! comprehensions, which cel-rust's interpreter cannot run) makes a selector
-//! [`CelError::Unsupported`]: dracheck has no verdict on it, rather than calling it wrong.
+//! - in `comprehensions`: cel-go's two-variable comprehensions (`all`, `exists`, `existsOne`
+//!   with two names, `transformList`, `transformMap`, `transformMapEntry`).
+//!
+//! A call of what Kubernetes has and this environment lacks ([`UNSUPPORTED`], empty for 1.37)
+//! makes a selector [`CelError::Unsupported`]: dracheck has no verdict on it, rather than
+//! calling it wrong.
 
+mod comprehensions;
 mod format;
 mod functions;
 mod net;
@@ -89,7 +93,12 @@ impl<'a> DeviceInput<'a> {
 /// The environment every selector is compiled and evaluated in.
 pub struct Environment {
     env: Arc<Env>,
+    /// What calls make a selector unsupported: [`UNSUPPORTED`] but in tests.
+    lacking: Lacking,
 }
+
+/// Function names, as a call has them in an expression, with what they belong to.
+type Lacking = &'static [(&'static str, &'static str)];
 
 impl Default for Environment {
     fn default() -> Self {
@@ -103,8 +112,16 @@ impl Environment {
         env.add_extension(cel::extensions::strings).expect("the strings extension registers");
         env.add_extension(cel::extensions::lists).expect("the lists extension registers");
         functions::declare(&mut env).expect("the DRA overloads register");
+        comprehensions::declare(&mut env).expect("the two-variable comprehensions register");
         net::declare(&mut env).expect("the IP library registers");
-        Environment { env: Arc::new(env) }
+        Environment { env: Arc::new(env), lacking: UNSUPPORTED }
+    }
+
+    /// The environment as if it lacked `lacking`: what a Kubernetes release that adds a
+    /// function before dracheck has it looks like.
+    #[cfg(test)]
+    pub(crate) fn lacking(lacking: Lacking) -> Environment {
+        Environment { lacking, ..Environment::new() }
     }
 
     /// Parses `expression`; a syntax error is what upstream calls a compile error, and a
@@ -113,7 +130,7 @@ impl Environment {
         // The parser takes what upstream's does (optional syntax included; backquoted
         // identifiers, which Kubernetes does not enable, rejected): its errors are upstream's.
         let program = self.env.compile(expression).map_err(|e| CelError::Compile(e.to_string().trim().to_string()))?;
-        if let Some(feature) = unsupported_call(program.expression()) {
+        if let Some(feature) = unsupported_call(program.expression(), self.lacking) {
             return Err(CelError::Unsupported { feature });
         }
         Ok(Selector { program, domains: indexed_domains(expression) })
@@ -129,11 +146,12 @@ impl Environment {
         url::register(&mut ctx);
         format::register(&mut ctx);
         optional::register(&mut ctx);
+        comprehensions::register(&mut ctx);
         ctx.add_variable_from_value("device", device_value(device, &selector.domains).map_err(CelError::Runtime)?);
         match selector.program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),
             Ok(other) => Err(CelError::Runtime(format!("the expression gives {}, not a bool", type_name(&other)))),
-            Err(e) => Err(runtime_error(&e)),
+            Err(e) => Err(runtime_error(&e, self.lacking)),
         }
     }
 }
@@ -154,17 +172,13 @@ pub enum CelError {
 }
 
 /// What Kubernetes' DRA environment has and this one lacks, by the name a call has in the
-/// expression, with why it is missing.
-pub const UNSUPPORTED: &[(&str, &str)] = &[
-    // cel-rust's interpreter has no second iteration variable.
-    ("transformList", "two-variable comprehensions"),
-    ("transformMap", "two-variable comprehensions"),
-    ("transformMapEntry", "two-variable comprehensions"),
-];
+/// expression, with the library it belongs to. Empty: every function of the 1.37 environment
+/// is implemented; one that a later release adds goes here until it is.
+pub const UNSUPPORTED: Lacking = &[];
 
-/// A call in `expr` that Kubernetes' environment has and this one lacks, named; the
-/// innermost one, which the others take as argument or receiver.
-fn unsupported_call(expr: &IdedExpr) -> Option<String> {
+/// A call in `expr` of a function of `lacking`, named; the innermost one, which the others
+/// take as argument or receiver.
+fn unsupported_call(expr: &IdedExpr, lacking: Lacking) -> Option<String> {
     let (children, own): (Vec<&IdedExpr>, Option<String>) = match &expr.expr {
         Expr::Call(call) => {
             let qualified = call
@@ -172,17 +186,9 @@ fn unsupported_call(expr: &IdedExpr) -> Option<String> {
                 .as_ref()
                 .and_then(|t| namespace(&t.expr))
                 .map_or_else(|| call.func_name.clone(), |ns| format!("{ns}.{}", call.func_name));
-            let two_var = matches!(call.func_name.as_str(), "all" | "exists" | "existsOne" | "exists_one")
-                && call.target.is_some()
-                && call.args.len() == 3
-                && call.args[..2].iter().all(|a| matches!(a.expr, Expr::Ident(_)));
-            let own = if two_var {
-                Some(format!("`{}` with two variables (two-variable comprehensions)", call.func_name))
-            } else {
-                [qualified.as_str(), call.func_name.as_str()].into_iter().find_map(|name| {
-                    UNSUPPORTED.iter().find(|(n, _)| *n == name).map(|(_, why)| format!("`{name}` ({why})"))
-                })
-            };
+            let own = [qualified.as_str(), call.func_name.as_str()].into_iter().find_map(|name| {
+                lacking.iter().find(|(n, _)| *n == name).map(|(_, library)| format!("`{name}` ({library})"))
+            });
             (call.target.iter().map(|t| &**t).chain(&call.args).collect(), own)
         }
         Expr::Comprehension(c) => (vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result], None),
@@ -210,7 +216,7 @@ fn unsupported_call(expr: &IdedExpr) -> Option<String> {
         Expr::Select(s) => (vec![&*s.operand], None),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => (Vec::new(), None),
     };
-    children.into_iter().find_map(unsupported_call).or(own)
+    children.into_iter().find_map(|c| unsupported_call(c, lacking)).or(own)
 }
 
 /// `a.b` of a call `a.b.f(...)`: the namespace a qualified function name would have.
@@ -224,10 +230,10 @@ fn namespace(expr: &Expr) -> Option<String> {
 
 /// An evaluation error as the scheduler's, or as unsupported where it is a function of
 /// Kubernetes' that is missing here (a call the static check in `compile` did not see).
-fn runtime_error(e: &ExecutionError) -> CelError {
+fn runtime_error(e: &ExecutionError, lacking: Lacking) -> CelError {
     match e {
         ExecutionError::NoSuchKey(k) => CelError::Runtime(format!("no such key: {k}")),
-        ExecutionError::UndeclaredReference(name) if UNSUPPORTED.iter().any(|(n, _)| **n == ***name) => {
+        ExecutionError::UndeclaredReference(name) if lacking.iter().any(|(n, _)| **n == ***name) => {
             CelError::Unsupported { feature: format!("`{name}`") }
         }
         other => CelError::Runtime(other.to_string()),
