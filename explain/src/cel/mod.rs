@@ -1,6 +1,7 @@
-//! The DRA CEL environment: the `device` variable (`driver`, `attributes`, `capacity`) and the
-//! libraries Kubernetes' DRA selector environment has (`k8s.io/apiserver/pkg/cel/environment/
-//! base.go` and `k8s.io/dynamic-resource-allocation/cel/compile.go`, as of 1.37):
+//! The DRA CEL environment: the `device` variable (`driver`, `attributes`, `capacity`,
+//! `allowMultipleAllocations`) and the libraries Kubernetes' DRA selector environment has
+//! (`k8s.io/apiserver/pkg/cel/environment/base.go` and
+//! `k8s.io/dynamic-resource-allocation/cel/compile.go`, as of 1.37):
 //!
 //! - cel-rust's standard library, with optional types (`optional.of`, `.?`, `orValue`, ...),
 //!   and in `optional` what cel-go's optional library adds (`first`, `last`,
@@ -13,12 +14,12 @@
 //!   `indexOf`, `lastIndexOf`, `includes`) and regex (`find`, `findAll`) libraries, cel-go's
 //!   sets extension and `cel.bind`;
 //! - in `net`: the IP and CIDR libraries; in `url`: the URL library; in `format`: the format
-//!   library (`format.named`, `format.dns1123Label()`, ..., `validate`).
+//!   library (`format.named`, `format.dns1123Label()`, ..., `validate`);
+//! - in `comprehensions`: cel-go's two-variable comprehensions (`all`, `exists`, `existsOne`
+//!   with two names, `transformList`, `transformMap`, `transformMapEntry`).
 //!
 //! Kubernetes does not enable cel-go's math or encoders extensions for selectors, so neither is
 //! here: the apiserver rejects `math.greatest(...)` or `base64.decode(...)` in a selector.
-//! - in `comprehensions`: cel-go's two-variable comprehensions (`all`, `exists`, `existsOne`
-//!   with two names, `transformList`, `transformMap`, `transformMapEntry`).
 //!
 //! A call of what Kubernetes has and this environment lacks ([`UNSUPPORTED`], empty for 1.37)
 //! makes a selector [`CelError::Unsupported`]: dracheck has no verdict on it, rather than

@@ -1,5 +1,5 @@
 //! Kubernetes' IP and CIDR libraries (`k8s.io/apiserver/pkg/cel/library/{ip,cidr}.go`):
-//! `ip()`, `isIP()`, `ip.isCanonical()`, `cidr()`, `isCIDR()` and their methods, with
+//! `ip()`, `isIP()`, `ip.isCanonical()`, `cidr()`, `isCIDR()`, their methods and `string()`, with
 //! upstream's parsing rules: no zone (`%eth0`) and no IPv4-mapped IPv6 address (`::ffff:1.2.3.4`).
 
 use std::net::{IpAddr, Ipv6Addr};
