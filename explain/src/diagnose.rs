@@ -72,7 +72,11 @@ impl Facts<'_> {
 }
 
 pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
-    let env = Environment::new();
+    explain_in(&Environment::new(), state, subject)
+}
+
+/// [`explain_state`] with selectors evaluated in `env`.
+pub(crate) fn explain_in(env: &Environment, state: &ClusterState, subject: &Subject) -> Explanation {
     let pools = pools::gather(&state.slices);
     let devices = evaluate::all_devices(&pools);
     let subject_keys: BTreeSet<String> = subject.claims.iter().map(claim_key).collect();
@@ -130,11 +134,9 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
 
     let pending: Vec<&ResourceClaim> = subject.claims.iter().filter(|c| !is_allocated(c)).collect();
     let pinned: Vec<&ResourceClaim> = subject.claims.iter().filter(|c| is_allocated(c)).collect();
-    let (requests, slots) = evaluate::requests(&env, &pending, &state.classes);
-    let evals: Vec<Vec<DeviceEval>> = requests
-        .iter()
-        .map(|r| devices.iter().map(|pd| evaluate::evaluate(&env, r, pd, &consumed)).collect())
-        .collect();
+    let (requests, slots) = evaluate::requests(env, &pending, &state.classes);
+    let evals: Vec<Vec<DeviceEval>> =
+        requests.iter().map(|r| devices.iter().map(|pd| evaluate::evaluate(env, r, pd, &consumed)).collect()).collect();
     let constraints: Vec<Vec<DeviceConstraint>> = pending
         .iter()
         .map(|c| {
@@ -246,7 +248,7 @@ pub fn explain_state(state: &ClusterState, subject: &Subject) -> Explanation {
         .collect();
 
     let facts = Facts {
-        env: &env,
+        env,
         state,
         pools: &pools,
         devices: &devices,
@@ -449,6 +451,28 @@ fn causes(
         let name = req.name.clone();
         if req.class.is_none() {
             out.push(Cause::UnknownClass { request: name, class: req.class_name.clone() });
+            continue;
+        }
+        // A selector that cannot be evaluated makes every count below a guess: say so instead.
+        let mut unevaluable = false;
+        for d in 0..facts.devices.len() {
+            if let Match::Unknown(Reason::Unevaluable { source, index, expression, feature }) =
+                &facts.evals[r][d].selectors
+            {
+                unevaluable = true;
+                let cause = Cause::Unevaluable {
+                    request: name.clone(),
+                    source: source.clone(),
+                    index: *index,
+                    expression: expression.clone(),
+                    feature: feature.clone(),
+                };
+                if !out.contains(&cause) {
+                    out.push(cause);
+                }
+            }
+        }
+        if unevaluable {
             continue;
         }
         for (er, d, e) in errors {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceRequest, DeviceToleration, ExactDeviceRequest, ResourceClaim};
 
-use crate::cel::{DeviceInput, Environment, Quantity, Selector};
+use crate::cel::{CelError, DeviceInput, Environment, Quantity, Selector};
 use crate::model::Reason;
 use crate::pools::{Pool, PoolDevice};
 use crate::refs::{actual_values, references};
@@ -30,7 +30,7 @@ pub struct Request<'a> {
 
 struct Compiled {
     expression: String,
-    program: Result<Selector, String>,
+    program: Result<Selector, CelError>,
 }
 
 /// The requests of a claim in order; a slot is one request, with several alternatives for
@@ -44,6 +44,9 @@ pub enum Match {
     Yes,
     No(Reason),
     Error(Reason),
+    /// A selector dracheck cannot evaluate ([`Reason::Unevaluable`]): whether the device
+    /// matches is unknown, so the search leaves it out and the explanation says why.
+    Unknown(Reason),
 }
 
 /// A request against a device, before the device's use and the node are considered.
@@ -62,7 +65,7 @@ impl DeviceEval {
     /// Why the device does not suit the request, ignoring use and placement.
     pub fn reason(&self) -> Option<Reason> {
         match &self.selectors {
-            Match::No(r) | Match::Error(r) => return Some(r.clone()),
+            Match::No(r) | Match::Error(r) | Match::Unknown(r) => return Some(r.clone()),
             Match::Yes => {}
         }
         if let Some(t) = &self.taint {
@@ -186,16 +189,15 @@ pub type Consumed = HashMap<(String, String, String), BTreeMap<String, Quantity>
 pub fn evaluate(env: &Environment, req: &Request<'_>, pd: &PoolDevice<'_>, consumed: &Consumed) -> DeviceEval {
     let driver = pd.slice.spec.driver.as_str();
     let device = pd.device;
-    let input = DeviceInput { driver, attributes: device.attributes.as_ref(), capacity: device.capacity.as_ref() };
+    let input = DeviceInput::of(driver, device);
     let class_source = format!("class {}", req.class_name);
     let mut selectors = Match::Yes;
     'outer: for (source, list) in [(class_source.as_str(), &req.class_selectors), ("request", &req.selectors)] {
         for (index, c) in list.iter().enumerate() {
-            let result = c
-                .program
-                .as_ref()
-                .map_err(|e| format!("compile error: {e}"))
-                .and_then(|p| env.matches(p, &input).map_err(|e| format!("runtime error: {e}")));
+            let result = match &c.program {
+                Ok(p) => env.matches(p, &input),
+                Err(e) => Err(e.clone()),
+            };
             match result {
                 Ok(true) => {}
                 Ok(false) => {
@@ -208,7 +210,20 @@ pub fn evaluate(env: &Environment, req: &Request<'_>, pd: &PoolDevice<'_>, consu
                     });
                     break 'outer;
                 }
-                Err(error) => {
+                Err(CelError::Unsupported { feature }) => {
+                    selectors = Match::Unknown(Reason::Unevaluable {
+                        source: source.to_string(),
+                        index,
+                        expression: c.expression.clone(),
+                        feature,
+                    });
+                    break 'outer;
+                }
+                Err(e) => {
+                    let error = match e {
+                        CelError::Compile(m) => format!("compile error: {m}"),
+                        other => format!("runtime error: {other}"),
+                    };
                     selectors = Match::Error(Reason::SelectorError {
                         source: source.to_string(),
                         index,

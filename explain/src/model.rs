@@ -75,6 +75,9 @@ pub enum Reason {
     Selector { source: String, index: usize, expression: String, actual: String },
     /// A selector failed to compile or to evaluate.
     SelectorError { source: String, index: usize, expression: String, error: String },
+    /// A selector uses `feature`, which Kubernetes has and dracheck does not implement: its
+    /// result is unknown, neither true nor false nor an error.
+    Unevaluable { source: String, index: usize, expression: String, feature: String },
     /// A device taint the request does not tolerate.
     Taint { taint: String },
     /// The requested capacity is more than the device has left.
@@ -141,6 +144,10 @@ pub enum Cause {
     /// into an Error status (not Unschedulable) and the scheduler fails the pod's whole
     /// scheduling attempt (`SchedulerError`): the pod stays Pending whatever other nodes offer.
     SelectorError { request: String, device: String, error: String },
+    /// A selector of the request uses something dracheck cannot evaluate (named by
+    /// `feature`): the analysis of that request rests on an unknown, so no verdict is given
+    /// on it.
+    Unevaluable { request: String, source: String, index: usize, expression: String, feature: String },
     /// Enough devices per request, but a constraint of the claim (`matchAttribute` or
     /// `distinctAttribute`) is what keeps nodes from a device set: without it they would
     /// have one. The values of its attribute per node show why.
@@ -192,6 +199,9 @@ impl Cause {
             Cause::SelectorError { request, device, error } => format!(
                 "request {request}: selector error on device {device}: {error}; the scheduler fails the pod's whole scheduling attempt on it (SchedulerError), whatever other nodes offer"
             ),
+            Cause::Unevaluable { request, source, index, expression, feature } => format!(
+                "request {request}: dracheck cannot evaluate this selector: {source} selector #{index} `{expression}` uses {feature}, which dracheck does not implement (the scheduler does); which devices it selects is unknown, so this is no verdict on the request"
+            ),
             Cause::ConstraintUnmet { claim, constraint, attribute, nodes } => {
                 let want = if constraint == "matchAttribute" {
                     "enough free devices with one value"
@@ -242,6 +252,9 @@ impl Reason {
             }
             Reason::SelectorError { source, index, error, .. } => {
                 format!("{source} selector #{index}: CEL error: {error}")
+            }
+            Reason::Unevaluable { source, index, feature, .. } => {
+                format!("{source} selector #{index}: dracheck cannot evaluate this selector ({feature})")
             }
             Reason::Taint { taint } => format!("device taint {taint} not tolerated"),
             Reason::Capacity { name, requested, available } => {

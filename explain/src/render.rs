@@ -36,6 +36,9 @@ pub fn text(e: &Explanation) -> String {
     let mut out = String::new();
     let verdict = if e.fits {
         if e.claims.iter().all(|c| c.allocated.is_some()) { "allocated" } else { "a device set fits" }
+    } else if e.causes.iter().any(|c| matches!(c, Cause::Unevaluable { .. })) {
+        // Without the selector's result, "no device set fits" would be a guess.
+        "no verdict: dracheck cannot evaluate a selector (see why)"
     } else if e.causes.iter().any(|c| matches!(c, Cause::SelectorError { .. })) {
         // Some node may have a device set; the error fails the attempt all the same.
         "never scheduled: a selector error fails the scheduling attempt (SchedulerError)"

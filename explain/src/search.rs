@@ -112,7 +112,8 @@ impl<'s, 'a> Search<'s, 'a> {
     fn selectable(&self, r: usize, d: usize) -> Result<bool, Stop> {
         match &self.evals[r][d].selectors {
             Match::Yes => Ok(true),
-            Match::No(_) => Ok(false),
+            // Unknown: counted out, and the explanation says the selector is not evaluated.
+            Match::No(_) | Match::Unknown(_) => Ok(false),
             Match::Error(reason) => {
                 let msg = match reason {
                     Reason::SelectorError { source, index, error, .. } => {

@@ -29,11 +29,7 @@ fn free_matching(
         .filter(|&d| !facts.in_use[d] && facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]))
         .filter(|&d| {
             let pd = &facts.devices[d];
-            let input = DeviceInput {
-                driver: &pd.slice.spec.driver,
-                attributes: pd.device.attributes.as_ref(),
-                capacity: pd.device.capacity.as_ref(),
-            };
+            let input = DeviceInput::of(&pd.slice.spec.driver, pd.device);
             compiled.iter().all(|p| facts.env.matches(p, &input) == Ok(true))
         })
         .collect()
@@ -104,6 +100,9 @@ pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
                     ));
                 }
             }
+            Cause::Unevaluable { request, feature, .. } => out.push(format!(
+                "request {request}: read the scheduler's events on the pod for this selector's verdict, or write it without {feature} to have dracheck explain it"
+            )),
             Cause::ConstraintUnmet { claim, constraint, attribute, .. } => {
                 let how = if constraint == "matchAttribute" {
                     "free devices so that one node has enough with one value, or pick the value with a selector"

@@ -352,9 +352,8 @@ fn a_cluster_without_devices_says_so() {
 fn eval_on(state: &ClusterState, i: usize, expression: &str) -> Result<bool, String> {
     let env = crate::cel::Environment::new();
     let d = &state.slices[0].spec.devices.as_ref().unwrap()[i];
-    let input =
-        crate::cel::DeviceInput { driver: DRIVER, attributes: d.attributes.as_ref(), capacity: d.capacity.as_ref() };
-    env.matches(&env.compile(expression)?, &input)
+    let input = crate::cel::DeviceInput::of(DRIVER, d);
+    env.matches(&env.compile(expression).map_err(|e| e.to_string())?, &input).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -499,4 +498,32 @@ fn partitions_chosen_together_stay_within_their_counters() {
     // Three never fit together.
     let e = explain(&s, claim(NS, "three", "gpu", 3, &[]));
     assert!(!e.fits, "{}", crate::text(&e));
+}
+
+/// A selector using what Kubernetes has and dracheck lacks gets no verdict: not "no device
+/// set fits", not a selector error that fails the scheduling attempt. (Every function of the
+/// 1.37 environment is implemented: a function of a later release stands for one.)
+#[test]
+fn a_selector_dracheck_cannot_evaluate_is_said_so() {
+    let env = crate::cel::Environment::lacking(&[("futureFunction", "a later release's library")]);
+    let later = r#"device.attributes["gpu.example.com"].model.futureFunction() == "a100""#;
+    let c = claim(NS, "want", "gpu", 1, &[later]);
+    let name = c.metadata.name.clone().unwrap();
+    let p = pod(NS, "job").claim("gpu", &name).build();
+    let e = crate::diagnose::explain_in(
+        &env,
+        &cluster(1),
+        &Subject { what: "pod default/job".into(), pod: Some(p), claims: vec![c] },
+    );
+    assert!(!e.fits);
+    let [Cause::Unevaluable { request, source, index, feature, .. }] = e.causes.as_slice() else {
+        panic!("{:?}", e.causes)
+    };
+    assert_eq!((request.as_str(), source.as_str(), *index), ("req", "request", 0));
+    assert_eq!(feature, "`futureFunction` (a later release's library)");
+    let text = crate::text(&e);
+    assert!(text.contains("no verdict: dracheck cannot evaluate a selector"), "{text}");
+    assert!(text.contains("dracheck cannot evaluate this selector: request selector #0"), "{text}");
+    assert!(!text.contains("SchedulerError"), "{text}");
+    assert!(e.suggestions.iter().any(|s| s.contains("scheduler's events")), "{:?}", e.suggestions);
 }

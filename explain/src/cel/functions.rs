@@ -1,6 +1,6 @@
 //! The functions Kubernetes' CEL libraries add and DRA selectors use: `quantity()` and its
 //! methods, `semver()` and its methods, the list library (`isSorted`, `sum`, `min`, `max`,
-//! `indexOf`, `lastIndexOf`), the regex library (`find`, `findAll`), the sets extension
+//! `indexOf`, `lastIndexOf`, `includes`), the regex library (`find`, `findAll`), the sets extension
 //! (`sets.contains`, `sets.equivalent`, `sets.intersects`) and the `cel.bind` macro.
 
 use std::cmp::Ordering;
@@ -22,6 +22,7 @@ pub fn declare(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_macro(Macro::receiver("bind", 3, bind_macro))?;
     env.add_member_overload("indexOf", "list.indexOf(dyn)", LIST_TYPE, vec![DYN_TYPE], list_index_of)?;
     env.add_member_overload("lastIndexOf", "list.lastIndexOf(dyn)", LIST_TYPE, vec![DYN_TYPE], list_last_index_of)?;
+    env.add_member_overload("includes", "dyn.includes(dyn)", DYN_TYPE, vec![DYN_TYPE], includes)?;
     let lists = || vec![LIST_TYPE, LIST_TYPE];
     env.add_overload("sets.contains", "sets.contains(list,list)", lists(), sets_contains)?;
     env.add_overload("sets.equivalent", "sets.equivalent(list,list)", lists(), sets_equivalent)?;
@@ -113,6 +114,30 @@ fn position<'b, 'v>(args: Vec<CowVal<'b, 'v>>, last: bool) -> Result<CowVal<'b, 
         i += 1;
     }
     Ok(CowVal::owned(CelInt::from(found)))
+}
+
+/// `x.includes(y)`, the list library's version 1 (Kubernetes 1.37; 1.36 with
+/// `DRAListTypeAttributes`): whether the list `x` has an element equal to `y`, or, when `x`
+/// is not a list, whether `x == y`, so that one selector reads a scalar and a list attribute.
+fn includes<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [this, other] = <[CowVal<'b, 'v>; 2]>::try_from(args)
+        .map_err(|a: Vec<_>| ExecutionError::invalid_argument_count(2, a.len()))?;
+    let (this, other) = (this.as_ref(), other.as_ref());
+    let found = match this.as_iterable().filter(|_| this.get_type() == &LIST_TYPE) {
+        Some(list) => {
+            let mut items = list.iter();
+            let mut found = false;
+            while let Some(item) = items.next() {
+                if item.equals(other) {
+                    found = true;
+                    break;
+                }
+            }
+            found
+        }
+        None => this.equals(other),
+    };
+    Ok(CowVal::owned(CelBool::from(found)))
 }
 
 fn list_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {

@@ -1,11 +1,12 @@
 //! Kubernetes' IP and CIDR libraries (`k8s.io/apiserver/pkg/cel/library/{ip,cidr}.go`):
-//! `ip()`, `isIP()`, `ip.isCanonical()`, `cidr()`, `isCIDR()` and their methods, with
+//! `ip()`, `isIP()`, `ip.isCanonical()`, `cidr()`, `isCIDR()`, their methods and `string()`, with
 //! upstream's parsing rules: no zone (`%eth0`) and no IPv4-mapped IPv6 address (`::ffff:1.2.3.4`).
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
-use cel::common::types::{CelBool, CelString};
+use cel::common::types::{CelBool, CelString, Type};
+use cel::common::value::CowVal;
 use cel::extractors::This;
 use cel::objects::Opaque;
 use cel::{Context, DeclarationError, Env, ExecutionError, ResolveResult, Value};
@@ -124,9 +125,27 @@ fn is_canonical(text: &CelString<'_>) -> Result<CelBool, ExecutionError> {
     Ok(CelBool::from(addr.to_string() == text.inner()))
 }
 
-/// The qualified name the environment resolves.
+/// `string(ip)` and `string(cidr)`: Go's `netip.Addr.String()` (IPv6 in RFC 5952 form, as
+/// Rust writes it) and `netip.Prefix.String()` (the address as written, not masked).
+fn to_string<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [arg] = args.as_slice() else { return Err(ExecutionError::invalid_argument_count(1, args.len())) };
+    let value = Value::try_from(arg.as_ref())?;
+    let text = match &value {
+        Value::Opaque(o) => match ((**o).downcast_ref::<Ip>(), (**o).downcast_ref::<Cidr>()) {
+            (Some(ip), _) => ip.0.to_string(),
+            (_, Some(c)) => format!("{}/{}", c.addr, c.prefix),
+            _ => return Err(ExecutionError::no_such_overload("string", vec![type_name(&value)])),
+        },
+        other => return Err(ExecutionError::no_such_overload("string", vec![type_name(other)])),
+    };
+    Ok(CowVal::owned(CelString::from(text)))
+}
+
+/// What the environment resolves: the qualified name, and the overloads of `string`.
 pub fn declare(env: &mut Env) -> Result<(), DeclarationError> {
-    cel::add_overload!(env, fn is_canonical: (CelString) -> Result<CelBool>, name = "ip.isCanonical")
+    cel::add_overload!(env, fn is_canonical: (CelString) -> Result<CelBool>, name = "ip.isCanonical")?;
+    env.add_overload("string", "ip_to_string", vec![Type::new_opaque_type("net.IP")], to_string)?;
+    env.add_overload("string", "cidr_to_string", vec![Type::new_opaque_type("net.IPPrefix")], to_string)
 }
 
 /// The functions and methods, in the context.
