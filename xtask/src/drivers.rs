@@ -21,7 +21,7 @@ pub struct DriverArgs {
     /// (gpu.nvidia.com, installed in the cluster of `--cluster kubeconfig`).
     #[arg(long, conflicts_with = "driver_bin")]
     pub driver: Option<String>,
-    /// The mock driver's inventory (default: drivers/mock/inventory/default.yaml).
+    /// The mock driver's inventory (default: drivers/mock/inventory/default.yaml, embedded).
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
     /// A mock driver fault switch (repeatable), e.g. fail-prepare=2; see drivers/mock/README.md.
@@ -42,8 +42,8 @@ pub struct DriverArgs {
     /// profiles' driver version check.
     #[arg(long, value_name = "VERSION")]
     pub driver_version: Option<String>,
-    /// `nvidia`: compare the published GPUs with this NVML recording (`cargo xtask inventory
-    /// --driver nvidia --record FILE`) instead of this machine's NVML.
+    /// `nvidia`: compare the published GPUs with this NVML recording (`inventory --driver
+    /// nvidia --record FILE`) instead of this machine's NVML.
     #[arg(long, value_name = "FILE")]
     pub nvml_recording: Option<PathBuf>,
     /// `nvidia`: the node whose GPUs NVML (or --nvml-recording) describes (default: this

@@ -13,7 +13,7 @@ use crate::exit;
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A JSON result of `cargo xtask conformance`.
+    /// A JSON result of `conformance`.
     pub file: PathBuf,
     /// `junit`, `md` or `html`; repeatable. Without it, all three are written next to FILE.
     #[arg(long = "format", value_name = "FORMAT")]
