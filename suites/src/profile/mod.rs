@@ -2,7 +2,7 @@
 //! checks. A profile is a DeviceClass (inline, created by the suite, or an existing one), the
 //! claim shape workloads use, and the guarantees that must hold, each with its parameters.
 //! The format is described in `profiles/README.md`; shipped profiles live in
-//! `profiles/<driver>/<name>.yaml`.
+//! `profiles/<driver>/<name>.yaml`, embedded in the binary (`build.rs`, `lookup`).
 //!
 //! Parsing is strict: unknown fields, wrongly typed values and contradictions (a constraint
 //! naming a request that does not exist, a limit below the claim's own size, …) are errors
