@@ -73,7 +73,9 @@ async fn dist(args: DistArgs) -> Result<(), Early> {
     let name = format!("{top}-{target}.tar.gz");
     let archive = out.join(&name);
     eprintln!("dist: writing {} ({} files)", archive.display(), entries.len());
-    write_archive(&archive, &top, &entries)
+    // The dev-profile binaries are large and only checked: fast compression.
+    let level = if args.debug { flate2::Compression::fast() } else { flate2::Compression::default() };
+    write_archive(&archive, &top, &entries, level)
         .map_err(|e| (exit::FAILED, format!("writing {}: {e}", archive.display())))?;
     let bytes = std::fs::read(&archive).map_err(|e| (exit::FAILED, format!("reading {}: {e}", archive.display())))?;
     let sums = out.join("SHA256SUMS");
@@ -107,12 +109,16 @@ async fn build(root: &Path, debug: bool) -> Result<Vec<(&'static str, PathBuf)>,
         if debug { "dev profile" } else { "release" },
         if debug { "a minute or so" } else { "several minutes on 2 cores when nothing is built yet" }
     );
-    let out = cmd
+    // Cargo's progress and errors go to the terminal; its stdout is the JSON read below (tokio's
+    // `output()` would pipe stderr too, and swallow them).
+    let child = cmd
         .current_dir(root)
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
-        .output()
-        .await
+        .spawn()
         .map_err(|e| (exit::FAILED, format!("could not run `{cargo} build`: {e}")))?;
+    let out =
+        child.wait_with_output().await.map_err(|e| (exit::FAILED, format!("could not run `{cargo} build`: {e}")))?;
     if !out.status.success() {
         return Err((exit::FAILED, format!("`{cargo} build` failed ({})", out.status)));
     }
@@ -165,9 +171,9 @@ fn man_pages() -> std::io::Result<Vec<Entry>> {
 
 /// The archive: every entry under `top/`, with fixed owner and time so that the same inputs
 /// give the same archive.
-fn write_archive(path: &Path, top: &str, entries: &[Entry]) -> std::io::Result<()> {
+fn write_archive(path: &Path, top: &str, entries: &[Entry], level: flate2::Compression) -> std::io::Result<()> {
     let file = std::fs::File::create(path)?;
-    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let gz = flate2::write::GzEncoder::new(file, level);
     let mut tar = tar::Builder::new(gz);
     let mtime = std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let mut dirs: Vec<String> = vec![String::new()];
