@@ -1,5 +1,5 @@
-//! Embeds the shipped profiles (`profiles/` at the workspace root: `<driver>/*.yaml` and the
-//! format's README) into the suite, so that a dracheck binary needs no checkout: the folder is
+//! Embeds the shipped profiles (`profiles/` at the workspace root: `<driver>/*.yaml`, the
+//! format's README and its JSON Schema, which the profiles' modelines name) into the suite, so that a dracheck binary needs no checkout: the folder is
 //! listed here, and cargo runs this again when anything in it changes.
 
 use std::path::{Path, PathBuf};
@@ -22,7 +22,8 @@ fn main() {
     std::fs::write(&target, out).unwrap_or_else(|e| panic!("writing {}: {e}", target.display()));
 }
 
-/// Every `*.yaml` one level down (`<driver>/<name>.yaml`) and `README.md` at the top.
+/// Every `*.yaml` one level down (`<driver>/<name>.yaml`), and `README.md` and
+/// `profile.schema.json` at the top.
 fn collect(root: &Path, dir: &Path, found: &mut Vec<(String, PathBuf)>) {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     for entry in entries {
@@ -31,7 +32,8 @@ fn collect(root: &Path, dir: &Path, found: &mut Vec<(String, PathBuf)>) {
         if path.is_dir() && dir == root {
             collect(root, &path, found);
         } else if path.is_file()
-            && ((dir != root && path.extension().is_some_and(|e| e == "yaml")) || (dir == root && rel == "README.md"))
+            && ((dir != root && path.extension().is_some_and(|e| e == "yaml"))
+                || (dir == root && (rel == "README.md" || rel == "profile.schema.json")))
         {
             found.push((rel, path));
         }

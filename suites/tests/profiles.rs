@@ -874,3 +874,165 @@ fn the_readme_examples_load() {
         .unwrap_or_else(|e| panic!("the short form example: {e}"));
     assert_eq!(full.claim_spec(), short.claim_spec(), "the two examples say the same claim");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The format's JSON Schema (profiles/profile.schema.json)
+
+/// The workspace's `profiles/` folder (the source tree's, not the embedded copy).
+fn profiles_source() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles")
+}
+
+/// Every shipped profile file, `profiles/<driver>/*.yaml`, sorted.
+fn shipped_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(profiles_source())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|dir| dir.is_dir())
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "the shipped profiles: {files:?}");
+    files
+}
+
+fn schema_validator() -> jsonschema::Validator {
+    jsonschema::validator_for(&profile::json_schema()).unwrap_or_else(|e| panic!("the schema compiles: {e}"))
+}
+
+/// The schema's complaints about a profile's text, one line each; empty when it conforms.
+fn schema_errors(validator: &jsonschema::Validator, text: &str) -> Vec<String> {
+    let instance: serde_json::Value = serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("YAML: {e}"));
+    validator.iter_errors(&instance).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
+
+#[test]
+fn the_shipped_schema_is_the_one_generated_from_the_profile_types() {
+    let path = profiles_source().join("profile.schema.json");
+    let shipped = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let generated = profile::json_schema_text();
+    assert!(
+        shipped == generated,
+        "{} is not the schema the profile types generate; write it again with\n    cargo xtask profile schema --out \
+         profiles/profile.schema.json",
+        profile::SCHEMA_PATH
+    );
+    // It ships beside the embedded profiles too, where their modelines look for it.
+    let embedded = std::fs::read_to_string(profile::profiles_dir().join("profile.schema.json")).unwrap();
+    assert!(embedded == generated, "the embedded schema is the generated one");
+    // The meta-schema it names accepts it.
+    let schema = profile::json_schema();
+    assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
+    jsonschema::meta::validate(&schema).unwrap_or_else(|e| panic!("not a valid draft-07 schema: {e}"));
+}
+
+#[test]
+fn every_shipped_profile_names_the_schema_in_its_first_line_and_conforms_to_it() {
+    let validator = schema_validator();
+    for path in shipped_files() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines().next(),
+            Some("# yaml-language-server: $schema=../profile.schema.json"),
+            "{}: the first line is the modeline editors read",
+            path.display()
+        );
+        profile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let errors = schema_errors(&validator, &text);
+        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+    }
+}
+
+/// The schema takes the forms the tests' valid profiles use (short form, API shape with and
+/// without a request's class, alternatives, admin access, opaque config, an existing class)
+/// and the README's examples.
+#[test]
+fn the_schema_accepts_the_valid_profiles_of_the_tests_and_the_readme() {
+    let validator = schema_validator();
+    let api_claim = r#"claim:
+  devices:
+    requests:
+      - name: gpu
+        firstAvailable:
+          - name: big
+            count: 2
+          - name: any
+            allocationMode: All
+      - name: monitor
+        exactly:
+          adminAccess: true
+          capacity: {requests: {memory: 10Gi}}
+    constraints:
+      - requests: [gpu/big]
+        distinctAttribute: gpu.mock.dracheck.io/uuid
+    config:
+      - requests: [monitor]
+        opaque: {driver: gpu.mock.dracheck.io, parameters: {mode: watch}}
+"#;
+    let readme = std::fs::read_to_string(profiles_source().join("README.md")).unwrap();
+    let example = readme.split("```yaml\n").nth(1).and_then(|b| b.split("```").next()).unwrap().to_string();
+    let cases = [
+        ("the base profile", BASE.to_string()),
+        ("the API shape", BASE.replace(SHORT_CLAIM, API_CLAIM)),
+        ("no class in a request", BASE.replace(SHORT_CLAIM, &API_CLAIM.replace("          deviceClassName: test-class\n", ""))),
+        ("alternatives", BASE.replace(SHORT_CLAIM, api_claim).replace("  limits:\n    maxDevicesPerClaim: 2\n", "")),
+        (
+            "an existing class",
+            BASE.replace(
+                "  name: test-class\n  spec:\n    selectors:\n      - cel:\n          expression: device.driver == \"gpu.mock.dracheck.io\"\n",
+                "  existing: gpu.mock.dracheck.io\n",
+            ),
+        ),
+        ("short form with capacity and config", BASE.replace("      selectors: [\"true\"]\n", "      selectors: [\"true\"]\n      capacity: {memory: 8Gi, cores: 4}\n").replace("  constraints:\n", "  config: {mode: fast}\n  constraints:\n")),
+        ("the README's example", example),
+    ];
+    for (what, text) in cases {
+        load_text(&text).unwrap_or_else(|e| panic!("{what}: the parser refuses it: {e}"));
+        let errors = schema_errors(&validator, &text);
+        assert!(errors.is_empty(), "{what}: {errors:#?}");
+    }
+}
+
+/// Mistakes both the parser and the schema refuse, so that an editor flags them as they are
+/// typed.
+#[test]
+fn the_schema_refuses_what_the_parser_refuses() {
+    let validator = schema_validator();
+    let api = BASE.replace(SHORT_CLAIM, API_CLAIM);
+    let cases = [
+        ("an unknown top-level field", format!("{BASE}colour: red\n")),
+        ("an unknown guarantee parameter", BASE.replace("withinSeconds: 30", "withinSecs: 30")),
+        ("an unknown family", BASE.replace("  allocation:\n", "  allocaton:\n")),
+        ("zero seconds", BASE.replace("withinSeconds: 30", "withinSeconds: 0")),
+        ("seconds as text", BASE.replace("withinSeconds: 30", "withinSeconds: fast")),
+        ("another apiVersion", BASE.replace("dracheck.io/v1alpha1", "dracheck.io/v1")),
+        ("another kind", BASE.replace("kind: DeviceProfile", "kind: Profile")),
+        ("a driver name in capitals", BASE.replace("driver: gpu.mock", "driver: GPU.mock")),
+        ("a request name in capitals", BASE.replace("    - name: gpu\n", "    - name: Gpu\n")),
+        ("a zero count", BASE.replace("      count: 1\n", "      count: 0\n")),
+        ("a limit of zero", BASE.replace("maxDevicesPerClaim: 2", "maxDevicesPerClaim: 0")),
+        ("an attribute without its domain", BASE.replace("matchAttribute: gpu.mock.dracheck.io/model", "matchAttribute: model")),
+        ("not a quantity", BASE.replace("      selectors: [\"true\"]\n", "      selectors: [\"true\"]\n      capacity: {memory: 40GB}\n")),
+        ("a version without an operator's syntax", BASE.replace("\">=1.34\"", "\"~1.34\"")),
+        ("no guarantee", format!("{}guarantees: {{}}\n", BASE.split("guarantees:").next().unwrap())),
+        ("a claim in both forms", BASE.replace("claim:\n", &API_CLAIM.replace("    constraints:\n      - requests: [gpu]\n        matchAttribute: gpu.mock.dracheck.io/model\n", ""))),
+        ("an unknown field in the API's shape", api.replace("          count: 1\n", "          count: 1\n          colour: red\n")),
+        ("a count as text in the API's shape", api.replace("          count: 1\n", "          count: one\n")),
+        (
+            "an inline and an existing class",
+            BASE.replace("  name: test-class\n", "  name: test-class\n  existing: gpu.mock.dracheck.io\n"),
+        ),
+        ("an existing class with a name", BASE.replace("  spec:\n    selectors:\n      - cel:\n          expression: device.driver == \"gpu.mock.dracheck.io\"\n", "  existing: gpu.mock.dracheck.io\n")),
+        ("no impossible variant", BASE.replace("guarantees:\n", "guarantees:\n  impossible:\n    variants: []\n")),
+        ("a variant twice", BASE.replace("guarantees:\n", "guarantees:\n  impossible:\n    variants: [unknownClass, unknownClass]\n")),
+        ("an unknown variant", BASE.replace("guarantees:\n", "guarantees:\n  impossible:\n    variants: [unknownColour]\n")),
+        ("a downtime past the slice wipe delay", BASE.replace("guarantees:\n", "guarantees:\n  driverRestart:\n    maxDowntimeSeconds: 30\n")),
+        ("a capacity name with a dash", BASE.replace("guarantees:\n", "guarantees:\n  consumableCapacity:\n    capacity: gpu-memory\n    share: 8Gi\n")),
+    ];
+    for (what, text) in cases {
+        assert_ne!(text, BASE, "{what}: the case changes the base profile");
+        assert!(load_text(&text).is_err(), "{what}: the parser takes it:\n{text}");
+        assert!(!schema_errors(&validator, &text).is_empty(), "{what}: the schema takes it:\n{text}");
+    }
+}

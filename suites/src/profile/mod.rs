@@ -9,7 +9,8 @@
 //! that name the file, the line and the field.
 //!
 //! `model` is the typed profile, `family` declares each guarantee family once (its key, its
-//! IDs, its scenarios), `file` parses and validates the YAML, `lookup` finds profiles.
+//! IDs, its scenarios), `file` parses and validates the YAML (and derives the format's JSON
+//! Schema, `profiles/profile.schema.json`, from the file's types), `lookup` finds profiles.
 
 mod error;
 pub mod family;
@@ -21,6 +22,7 @@ mod model;
 mod version;
 
 pub use error::ProfileError;
+pub use file::schema::{SCHEMA_PATH, json_schema, json_schema_text};
 pub use file::{load, parse};
 pub use lookup::{load_for, profiles_dir, resolve, shipped};
 pub use model::{

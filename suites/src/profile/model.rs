@@ -8,6 +8,7 @@ use std::time::Duration;
 use dracheck_objects::ClaimBuilder;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassSpec, ResourceClaimSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::error::ProfileError;
@@ -75,11 +76,12 @@ pub struct Guarantees {
     pub versions: Option<Versions>,
 }
 
-/// A compatible claim is allocated and its pod runs within `within_seconds`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+/// A compatible claim is allocated and its pod runs within `withinSeconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Allocation {
     #[serde(deserialize_with = "super::file::positive_seconds")]
+    #[schemars(schema_with = "super::file::schema::positive_seconds")]
     pub within_seconds: u64,
 }
 
@@ -96,7 +98,7 @@ pub struct Impossible {
     pub variants: Vec<ImpossibleVariant>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ImpossibleVariant {
     /// The claim names a DeviceClass that does not exist.
@@ -128,13 +130,13 @@ impl ImpossibleVariant {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Isolation {
     pub mode: IsolationMode,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum IsolationMode {
     /// Devices of one claim are never given to another claim.
@@ -143,7 +145,7 @@ pub enum IsolationMode {
     Shared,
 }
 
-/// A claim for more than `max_devices_per_claim` devices is refused (never allocated).
+/// A claim for more than `maxDevicesPerClaim` devices is refused (never allocated).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
@@ -151,11 +153,12 @@ pub struct Limits {
 }
 
 /// After the devices are exhausted and one claim is released, a waiting pod runs within
-/// `within_seconds`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+/// `withinSeconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CapacityRecovery {
     #[serde(deserialize_with = "super::file::positive_seconds")]
+    #[schemars(schema_with = "super::file::schema::positive_seconds")]
     pub within_seconds: u64,
 }
 
@@ -167,28 +170,28 @@ impl CapacityRecovery {
 
 /// Template claims are deleted with their pod; standalone claims are kept, `reservedFor`
 /// emptied and the allocation cleared; prepared state is undone.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Retention {}
 
 /// The driver's opaque configuration reaches the containers it is meant for: the class's and
 /// the claim's (the claim's value where both set one), and per request only to the containers
 /// that use that request.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {}
 
 /// The driver shares a node and a claim with another driver: a claim with a request for a
 /// device of each runs, each driver preparing only its own results, and both drivers' state of
 /// it goes when the pod does.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Coexistence {}
 
 /// A request may list alternatives (`firstAvailable`): the first that fits is allocated, the
 /// result names it (`request/alternative`), and the driver prepares it with the configuration
 /// given for that alternative (or for the whole request) and no other alternative's.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrioritizedList {}
 
@@ -196,7 +199,7 @@ pub struct PrioritizedList {}
 /// (monitoring, diagnostics) gets a device that a workload is using: the driver prepares it
 /// without refusing and without disturbing that workload. Elsewhere the API refuses such a
 /// claim.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdminAccess {}
 
@@ -211,14 +214,15 @@ pub struct Partitionable {
 }
 
 /// The driver reports what it prepared in the claim's status (`status.devices`): within
-/// `within_seconds` of the pod running, an entry for each device allocated to the driver, with
+/// `withinSeconds` of the pod running, an entry for each device allocated to the driver, with
 /// each of `conditions` (condition types, e.g. `Ready`) `True`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeviceStatus {
     #[serde(default)]
     pub conditions: Vec<String>,
     #[serde(default = "DeviceStatus::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    #[schemars(schema_with = "super::file::schema::positive_seconds")]
     pub within_seconds: u64,
 }
 
@@ -237,24 +241,27 @@ impl DeviceStatus {
 /// `capacity` run side by side on one device, each with its own share, until the next would
 /// take more than the device has; a claim that asks for no amount gets the device's default;
 /// and each container sees its own share and what it may use.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumableCapacity {
     /// The capacity shares consume, as the slices name it (`memory`).
     #[serde(deserialize_with = "super::file::capacity_name")]
+    #[schemars(schema_with = "super::file::schema::capacity_name")]
     pub capacity: String,
     /// What each claim asks for (`8Gi`).
     #[serde(deserialize_with = "super::file::quantity")]
+    #[schemars(schema_with = "super::file::schema::quantity")]
     pub share: String,
 }
 
 /// Device taints do what they promise: an administrator's `NoExecute` DeviceTaintRule evicts
-/// the pod on the device within `eviction_within_seconds`; a device that turns unhealthy is
+/// the pod on the device within `evictionWithinSeconds`; a device that turns unhealthy is
 /// kept from claims that do not tolerate its taint.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeviceTaints {
     #[serde(default = "DeviceTaints::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    #[schemars(schema_with = "super::file::schema::positive_seconds")]
     pub eviction_within_seconds: u64,
 }
 
@@ -270,16 +277,17 @@ impl DeviceTaints {
 
 /// Pods may ask for the class's devices as an extended resource (`resources.limits`): the
 /// class's `extendedResourceName`, else `deviceclass.resource.kubernetes.io/<class>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ExtendedResource {}
 
-/// Device health reaches the pod (`allocatedResourcesStatus`): within `within_seconds` of a
+/// Device health reaches the pod (`allocatedResourcesStatus`): within `withinSeconds` of a
 /// device of a running pod turning unhealthy, the pod's status shows it `Unhealthy`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ResourceHealth {
     #[serde(default = "ResourceHealth::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    #[schemars(schema_with = "super::file::schema::positive_seconds")]
     pub within_seconds: u64,
 }
 
@@ -296,11 +304,12 @@ impl ResourceHealth {
 /// The class's devices need the driver to get them ready before a pod may use them
 /// (`bindingConditions`: a partition carved out, a device attached): the scheduler binds the
 /// pod only once the driver has set each condition `True` in the claim's status, which must
-/// happen within `within_seconds` of the allocation.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+/// happen within `withinSeconds` of the allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BindingConditions {
     #[serde(default = "BindingConditions::default_seconds", deserialize_with = "super::file::positive_seconds")]
+    #[schemars(schema_with = "super::file::schema::positive_seconds")]
     pub within_seconds: u64,
 }
 
@@ -314,13 +323,14 @@ impl BindingConditions {
     }
 }
 
-/// The driver is down for at most `max_downtime_seconds` (shorter than the kubelet's 30 s
+/// The driver is down for at most `maxDowntimeSeconds` (shorter than the kubelet's 30 s
 /// slice wipe delay): running workloads keep their devices, new claims work afterwards, and
 /// the slices are not wiped.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DriverRestart {
     #[serde(default = "super::file::default_downtime", deserialize_with = "super::file::downtime_seconds")]
+    #[schemars(schema_with = "super::file::schema::downtime_seconds")]
     pub max_downtime_seconds: u64,
 }
 
@@ -333,14 +343,14 @@ impl DriverRestart {
 /// The driver down longer than the kubelet's slice wipe delay: the node's slices are wiped,
 /// and once the driver is back they are published again as they were; running pods keep
 /// their devices, and a claim made during the outage is allocated and prepared afterwards.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DriverOutage {}
 
 /// A kubelet (node) restart, with containers and checkpoints kept: the driver publishes its
 /// devices again after the kubelet's start-up wipe, running pods keep their claims, a claim
 /// prepared before the restart is unprepared when its pod goes, and new claims are prepared.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeRestart {}
 
@@ -348,23 +358,27 @@ pub struct NodeRestart {}
 /// started again, checkpoints on disk kept. The pods that come back start again with the
 /// devices of their claims, which the driver prepares anew (its CDI specs re-created), and
 /// deleting them afterwards leaves no CDI spec behind.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeReboot {}
 
 /// A removed node's slices and pods go away, its claims are deallocated, and capacity on
 /// other nodes is used instead.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeRemoval {}
 
 /// The Kubernetes and driver versions the profile is published for.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Versions {
+    /// The Kubernetes versions (">=1.34").
     #[serde(default)]
+    #[schemars(schema_with = "super::file::schema::version_requirement")]
     pub kubernetes: Option<VersionReq>,
+    /// The driver versions (">=0.4").
     #[serde(default)]
+    #[schemars(schema_with = "super::file::schema::version_requirement")]
     pub driver: Option<VersionReq>,
 }
 

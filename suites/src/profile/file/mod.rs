@@ -3,6 +3,7 @@
 //! API's shape or the short form.
 
 mod claim;
+pub(in crate::profile) mod schema;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,6 +16,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use serde_saphyr::{Location, Spanned};
@@ -113,80 +115,151 @@ pub(super) fn downtime_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// A device profile: what a platform publishes about a class of devices (a DeviceClass, the
+/// claim its workloads make, the guarantees that hold), which dracheck checks. Format:
+/// profiles/README.md.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "DeviceProfile")]
 struct ProfileFile {
+    #[schemars(schema_with = "schema::api_version")]
     api_version: Spanned<String>,
+    #[schemars(schema_with = "schema::kind")]
     kind: Spanned<String>,
     metadata: MetadataFile,
+    /// The DRA driver name (gpu.mock.dracheck.io), as its ResourceSlices name it.
+    #[schemars(schema_with = "schema::dns_subdomain")]
     driver: Spanned<String>,
+    #[schemars(with = "DeviceClassFile")]
     device_class: Spanned<DeviceClassFile>,
+    #[schemars(with = "ClaimFile")]
     claim: Spanned<ClaimFile>,
+    #[schemars(with = "GuaranteesFile")]
     guarantees: Spanned<GuaranteesFile>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Metadata")]
 struct MetadataFile {
+    /// The profile's name (standard-inference), as reports show it.
+    #[schemars(schema_with = "schema::dns_subdomain")]
     name: Spanned<String>,
+    /// One line on what the profile is for.
     #[serde(default)]
     description: String,
 }
 
-#[derive(Debug, Deserialize)]
+/// The DeviceClass the profile's claims name: either `name` and `spec` (an inline class the
+/// suite creates) or `existing` (a class installed with the driver).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    rename = "DeviceClass",
+    extend("oneOf" = [
+        { "required": ["name", "spec"], "properties": { "existing": false } },
+        { "required": ["existing"], "properties": { "name": false, "spec": false } },
+    ])
+)]
 struct DeviceClassFile {
+    /// The name of the inline class the suite creates.
     #[serde(default)]
+    #[schemars(schema_with = "schema::dns_subdomain")]
     name: Option<Spanned<String>>,
+    /// The inline class's spec, as in the API (resource.k8s.io/v1 DeviceClassSpec).
     #[serde(default)]
+    #[schemars(with = "Option<DeviceClassSpec>")]
     spec: Option<Spanned<Node>>,
+    /// The name of a DeviceClass that already exists in the cluster.
     #[serde(default)]
+    #[schemars(schema_with = "schema::dns_subdomain")]
     existing: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The claim workloads of this profile make: `devices` (in the API's shape) or the short form
+/// (`requests`, `constraints`, `config`).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    rename = "Claim",
+    extend("oneOf" = [
+        {
+            "required": ["devices"],
+            "properties": { "requests": false, "constraints": false, "config": false },
+        },
+        { "required": ["requests"], "properties": { "devices": false } },
+    ])
+)]
 struct ClaimFile {
     /// The claim in the API's shape: a `resource.k8s.io/v1` ResourceClaimSpec's `devices`.
+    /// A request's `deviceClassName` may be left out: it is the profile's class.
     #[serde(default)]
+    #[schemars(with = "Option<DeviceClaim>")]
     devices: Option<Spanned<Node>>,
     /// The short form, mapped 1:1 onto the API's exact requests.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<RequestFile>>", length(min = 1))]
     requests: Option<Spanned<Vec<RequestFile>>>,
+    /// The short form's constraints: the named requests' devices share the attribute's value.
     #[serde(default)]
     constraints: Vec<ConstraintFile>,
+    /// The short form's opaque configuration: the driver's parameters, for every request.
     #[serde(default)]
     config: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A request of the short form: `count` devices of the profile's class.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "ShortRequest")]
 struct RequestFile {
+    /// The request's name (a DNS label).
+    #[schemars(schema_with = "schema::dns_label")]
     name: Spanned<String>,
+    /// How many devices (default 1).
     #[serde(default)]
+    #[schemars(schema_with = "schema::positive_whole")]
     count: Option<Spanned<Whole>>,
+    /// CEL expressions each device must satisfy.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     selectors: Vec<Spanned<String>>,
+    /// The minimum of each capacity a device must have (memory: 40Gi).
     #[serde(default)]
     capacity: BTreeMap<String, QuantityText>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "ShortConstraint")]
 struct ConstraintFile {
+    /// The requests it applies to (all when left out).
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     requests: Vec<Spanned<String>>,
+    /// A fully qualified attribute (domain/name) all their devices share.
+    #[schemars(schema_with = "schema::fully_qualified")]
     match_attribute: Spanned<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The class's devices are partitions of physical devices that share their counters
+/// (`sharedCounters`, as MIG slices share a GPU): the scheduler never allocates partitions that
+/// together take more than the device has, freeing one makes room for a waiting pod, and the
+/// driver prepares exactly the allocated partition.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Partitionable")]
 struct PartitionableFile {
+    /// A CEL selector for the partitions that take a whole device; the others are its parts.
+    #[schemars(schema_with = "schema::cel")]
     whole: Spanned<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The guarantee families the profile publishes, each with its parameters; a family left out
+/// is not checked. At least one.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Guarantees", extend("minProperties" = 1))]
 struct GuaranteesFile {
     #[serde(default)]
     allocation: Option<Allocation>,
@@ -233,13 +306,18 @@ struct GuaranteesFile {
     #[serde(default)]
     node_removal: Option<NodeRemoval>,
     #[serde(default)]
+    #[schemars(with = "Option<Versions>")]
     versions: Option<Spanned<Versions>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Impossible claims stay pending, unallocated, with an actionable message.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Impossible")]
 struct ImpossibleFile {
+    /// The kinds of impossible claim to check, each once.
     #[serde(deserialize_with = "variants")]
+    #[schemars(length(min = 1), extend("uniqueItems" = true))]
     variants: Vec<ImpossibleVariant>,
 }
 
@@ -258,9 +336,13 @@ fn variants<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ImpossibleVariant>, D
     Ok(list)
 }
 
-#[derive(Debug, Deserialize)]
+/// A claim for more than `maxDevicesPerClaim` devices is refused (never allocated).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Limits")]
 struct LimitsFile {
+    /// At least the profile's own claim's device count.
+    #[schemars(schema_with = "schema::positive_whole")]
     max_devices_per_claim: Spanned<Whole>,
 }
 
