@@ -226,10 +226,34 @@ async fn nodes_bench(nodes: usize, pods: usize) -> u8 {
     exit::OK
 }
 
+/// A bench's namespace `ns`, DeviceClass `class` for `driver`'s devices and ResourceClaimTemplate
+/// `one` (one device of the class) in it: what its pods' claims come from.
+async fn claim_setup(client: &kube::Client, ns: &str, class: &str, driver: &str) -> Result<(), String> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::resource::v1::DeviceClass;
+    use kube::api::{Api, PostParams};
+
+    let namespace = Namespace { metadata: dracheck_objects::meta_for(ns, None), ..Namespace::default() };
+    let pp = PostParams::default();
+    Api::<Namespace>::all(client.clone())
+        .create(&pp, &namespace)
+        .await
+        .map_err(|e| format!("creating namespace {ns}: {e}"))?;
+    Api::<DeviceClass>::all(client.clone())
+        .create(&pp, &dracheck_objects::device_class(class, driver, &[]))
+        .await
+        .map_err(|e| format!("creating DeviceClass {class}: {e}"))?;
+    Api::namespaced(client.clone(), ns)
+        .create(&pp, &dracheck_objects::claim_template(ns, "one", class, 1, &[]))
+        .await
+        .map_err(|e| format!("creating the ResourceClaimTemplate {ns}/one: {e}"))?;
+    Ok(())
+}
+
 /// One cluster with `nodes` nodes of `kind` and the mock on each; `pods` pods with a claim
 /// from a template, one after the other, each timed from create until the API says Running.
 async fn measure_nodes(kind: NodeKind, nodes: usize, pods: usize) -> Result<NodeFigures, String> {
-    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use k8s_openapi::api::core::v1::Pod;
     use kube::api::{Api, DeleteParams, PostParams};
 
     let opts = LocalClusterOptions { node_kind: kind, progress: Progress::stderr(), ..LocalClusterOptions::from_env() };
@@ -242,20 +266,8 @@ async fn measure_nodes(kind: NodeKind, nodes: usize, pods: usize) -> Result<Node
     cluster.start_driver(&spec).map_err(|e| e.to_string())?;
     let client = cluster.client();
     let ns = "dracheck-bench-nodes";
-    let namespace = Namespace { metadata: dracheck_objects::meta_for(ns, None), ..Namespace::default() };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .map_err(|e| e.to_string())?;
     let class = "dracheck-bench";
-    Api::<k8s_openapi::api::resource::v1::DeviceClass>::all(client.clone())
-        .create(&PostParams::default(), &dracheck_objects::device_class(class, &spec.name, &[]))
-        .await
-        .map_err(|e| e.to_string())?;
-    Api::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &dracheck_objects::claim_template(ns, "one", class, 1, &[]))
-        .await
-        .map_err(|e| e.to_string())?;
+    claim_setup(&client, ns, class, &spec.name).await?;
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let mut pod_seconds = Vec::new();
     for i in 0..pods {

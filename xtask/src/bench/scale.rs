@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher::{self, Event};
 use serde::Serialize;
@@ -276,22 +276,7 @@ async fn measure(
     pools_task.abort();
 
     let ns = "dracheck-bench-scale";
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace { metadata: dracheck_objects::meta_for(ns, None), ..Namespace::default() },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let class = "dracheck-bench-scale";
-    Api::<DeviceClass>::all(client.clone())
-        .create(&PostParams::default(), &dracheck_objects::device_class(class, &spec.name, &[]))
-        .await
-        .map_err(|e| e.to_string())?;
-    Api::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &dracheck_objects::claim_template(ns, "one", class, 1, &[]))
-        .await
-        .map_err(|e| e.to_string())?;
+    super::claim_setup(&client, ns, "dracheck-bench-scale", &spec.name).await?;
 
     // The claim made from a pod's template is owned by it: its owner's name is the pod's.
     let (allocated, claims_task) = record_when(Api::<ResourceClaim>::namespaced(client.clone(), ns), |c| {
