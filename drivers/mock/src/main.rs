@@ -7,6 +7,11 @@ use dracheck_mock_driver::error::Failure;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    // kube's and tonic's own diagnostics, into the driver's log, where RUST_LOG asks for them
+    // (a run passes its environment on to the drivers it starts).
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+    }
     if args.print_version {
         println!("{}", args.version_line());
         return ExitCode::SUCCESS;

@@ -30,6 +30,11 @@ impl Log {
     }
 
     fn write(&self, level: &str, msg: &str) {
+        // The same line for `-v`/`RUST_LOG` (target `dracheck::node`), where the file is not read.
+        match level {
+            "W" => tracing::warn!(target: "dracheck::node", node = %self.node, "{msg}"),
+            _ => tracing::info!(target: "dracheck::node", node = %self.node, "{msg}"),
+        }
         let line = format!("{} {level} [{}] {msg}\n", dracheck_objects::now(), self.node);
         let _ = self.file.lock().unwrap().write_all(line.as_bytes());
     }

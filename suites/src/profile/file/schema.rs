@@ -26,8 +26,7 @@ const QUALIFIED_NAME: &str =
 const FULLY_QUALIFIED: &str = r"^[^/]+/[^/]+$";
 /// Kubernetes' quantity grammar: a decimal number and an optional binary or decimal suffix or
 /// exponent.
-const QUANTITY: &str =
-    r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$";
+const QUANTITY: &str = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$";
 /// One bound of a version requirement (`>=1.34`), for [`crate::profile::VersionReq`].
 const VERSION_BOUND: &str = r"\s*(>=|<=|>|<|=)?\s*v?[0-9]+\.[0-9]+(\.[0-9]+)?\s*";
 
