@@ -344,8 +344,16 @@ pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, AdapterErro
         };
     };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // A first build takes a while: say so, and let cargo show its progress; a check of a
+    // built binary stays quiet.
+    let first = !candidates.iter().any(|p| p.is_file());
+    if first {
+        eprintln!("building {bin} (`cargo build --package {package}`), once: a minute or two on a fresh checkout");
+    }
+    let quiet: &[&str] = if first { &[] } else { &["--quiet"] };
     let status = std::process::Command::new(&cargo)
-        .args(["build", "--quiet", "--package", package, "--bin", bin])
+        .args(["build", "--package", package, "--bin", bin])
+        .args(quiet)
         .current_dir(workspace)
         .status()
         .map_err(|source| AdapterError::Build { cargo: cargo.clone(), bin: bin.into(), source })?;

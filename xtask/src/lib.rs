@@ -58,8 +58,26 @@ fn command(program: Program) -> clap::Command {
 #[derive(Debug, Parser)]
 #[command(name = "dracheck", version, propagate_version = true)]
 struct Cli {
+    /// More diagnostics on stderr, of dracheck, the emulated kubelets, kube and tonic: -v info,
+    /// -vv debug, -vvv trace. `RUST_LOG` (tracing's filter syntax, e.g. `kube=debug`) wins.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// A tracing subscriber on stderr where `-v` or `RUST_LOG` asks for one; without either,
+/// none: dracheck's own output is its progress lines and results.
+fn diagnostics(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match (EnvFilter::try_from_default_env(), verbose) {
+        (Ok(filter), _) => filter,
+        (Err(_), 0) => return,
+        (Err(_), 1) => EnvFilter::new("info"),
+        (Err(_), 2) => EnvFilter::new("debug"),
+        (Err(_), _) => EnvFilter::new("trace"),
+    };
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 #[derive(Debug, Subcommand)]
@@ -120,6 +138,7 @@ pub fn main(program: Program) -> ExitCode {
     dracheck_adapter::program::set(program.name());
     let matches = command(program).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    diagnostics(cli.verbose);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let code = runtime.block_on(async {
         match cli.command {
