@@ -61,31 +61,17 @@ enum Mode {
     Fragment,
 }
 
+/// RFC 3986's sub-delims, which Go's URL code lets stand in hosts and in encoded text.
+fn sub_delim(c: u8) -> bool {
+    matches!(c, b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=')
+}
+
 /// Go's `shouldEscape`: whether `c` is written as `%XX` in `mode`.
 fn should_escape(c: u8, mode: Mode) -> bool {
     if c.is_ascii_alphanumeric() {
         return false;
     }
-    if matches!(mode, Mode::Host | Mode::Zone)
-        && matches!(
-            c,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'['
-                | b']'
-                | b'<'
-                | b'>'
-                | b'"'
-        )
+    if matches!(mode, Mode::Host | Mode::Zone) && (sub_delim(c) || matches!(c, b':' | b'[' | b']' | b'<' | b'>' | b'"'))
     {
         return false;
     }
@@ -164,26 +150,7 @@ fn escape(s: &str, mode: Mode) -> String {
 
 /// Go's `validEncoded`: `s` only escapes what `mode` requires (sub-delims may stay as written).
 fn valid_encoded(s: &str, mode: Mode) -> bool {
-    s.bytes().all(|c| {
-        matches!(
-            c,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'@'
-                | b'['
-                | b']'
-                | b'%'
-        ) || !should_escape(c, mode)
-    })
+    s.bytes().all(|c| sub_delim(c) || matches!(c, b':' | b'@' | b'[' | b']' | b'%') || !should_escape(c, mode))
 }
 
 /// `""` or `:` and digits.
