@@ -714,10 +714,14 @@ pub async fn served_resource_versions(client: &kube::Client) -> Result<Vec<Strin
 /// Stops the cluster recorded in `state_dir` (started by an earlier `cluster up`) and removes
 /// the dir. Succeeds on a dir whose processes are already gone, and says so.
 pub fn stop_recorded(state_dir: &Path) -> Result<Stopped> {
-    let info = ClusterInfo::load(state_dir)?;
+    let mut info = ClusterInfo::load(state_dir)?;
+    // This process owns the cluster while it takes it down: killed halfway, it leaves a record
+    // whose owner is gone, which the next run reaps, not a detached cluster nobody stops.
+    info.owner = Owner::Process(OwnerProcess::current());
+    info.save(state_dir)?;
     let stopped = info.stop_all(Duration::from_secs(10))?;
     real::scrub(state_dir);
-    std::fs::remove_dir_all(state_dir).map_err(ClusterError::io(format!("removing {}", state_dir.display())))?;
+    state::remove_state_dir(state_dir).map_err(ClusterError::io(format!("removing {}", state_dir.display())))?;
     Ok(stopped)
 }
 

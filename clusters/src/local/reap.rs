@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::owner::OwnerProcess;
-use super::state::{ClusterInfo, INFO_FILE, Stopped};
+use super::state::{ClusterInfo, GIVEN_PREFIX, INFO_FILE, Stopped, remove_state_dir};
 use crate::error::{ClusterError, Result};
 
 /// How [`super::state::StateDir::temporary`] names the state dirs it makes in `$TMPDIR`.
@@ -41,14 +41,31 @@ impl std::fmt::Display for Reaped {
     }
 }
 
-/// The state dirs among `temp_dir`'s `dracheck-*` entries whose owner is gone.
+/// The state dirs among `temp_dir`'s `dracheck-*` entries whose owner is gone: dirs, and the
+/// dirs named elsewhere that a `dracheck-given-*` link points to (a link whose dir is gone is
+/// removed).
 pub fn stale_in(temp_dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(temp_dir) else { return Vec::new() };
     let mut stale: Vec<PathBuf> = entries
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
+        .filter_map(|e| {
+            let kind = e.file_type().ok()?;
+            if kind.is_dir() {
+                return Some(e.path());
+            }
+            let name = e.file_name();
+            if !kind.is_symlink() || !name.to_string_lossy().starts_with(GIVEN_PREFIX) {
+                return None;
+            }
+            match std::fs::read_link(e.path()) {
+                Ok(target) if target.is_dir() => Some(target),
+                _ => {
+                    let _ = std::fs::remove_file(e.path());
+                    None
+                }
+            }
+        })
         .filter(|dir| stale_owner(dir).is_some())
         .collect();
     stale.sort();
@@ -95,8 +112,7 @@ pub fn reap_if_stale(dir: &Path) -> Result<Option<Reaped>> {
     let Some(owner) = info.owner.gone() else { return Ok(None) };
     let stopped = info.stop_all(Duration::from_secs(10))?;
     let scrubbed = super::real::scrub(dir);
-    std::fs::remove_dir_all(dir)
-        .map_err(ClusterError::io(format!("removing the stale state dir {}", dir.display())))?;
+    remove_state_dir(dir).map_err(ClusterError::io(format!("removing the stale state dir {}", dir.display())))?;
     Ok(Some(Reaped { state_dir: dir.to_path_buf(), owner, stopped, scrubbed }))
 }
 
@@ -128,6 +144,23 @@ mod tests {
         std::fs::write(t.join("dracheck-broken").join(INFO_FILE), "{ not json").unwrap();
         std::fs::write(t.join("dracheck-file"), "").unwrap();
         assert_eq!(stale_in(t), vec![gone]);
+    }
+
+    #[test]
+    fn a_dir_named_elsewhere_is_found_through_its_link_and_a_dangling_link_goes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let gone = state_dir(elsewhere.path(), "gone", Owner::Process(ended_process()), Vec::new());
+        let up = state_dir(elsewhere.path(), "up", Owner::Detached, Vec::new());
+        let link = |target: &Path, name: &str| {
+            std::os::unix::fs::symlink(target, tmp.path().join(format!("{GIVEN_PREFIX}{name}"))).unwrap()
+        };
+        link(&gone, "1");
+        link(&up, "2");
+        link(&elsewhere.path().join("removed"), "3");
+        assert_eq!(stale_in(tmp.path()), vec![gone]);
+        assert!(!tmp.path().join(format!("{GIVEN_PREFIX}3")).exists(), "the dangling link is removed");
+        assert!(std::fs::read_link(tmp.path().join(format!("{GIVEN_PREFIX}2"))).is_ok(), "a live cluster's link stays");
     }
 
     #[test]

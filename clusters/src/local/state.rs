@@ -151,7 +151,7 @@ impl StateDir {
                         }
                         // Its real nodes' containers, mounts and cgroups, before the dir goes.
                         super::real::scrub(&path);
-                        std::fs::remove_dir_all(&path)
+                        remove_state_dir(&path)
                             .map_err(ClusterError::io(format!("clearing the stale state in {}", path.display())))?;
                     }
                     Err(_) => return Err(ClusterError::StateDirNotOurs { state_dir: path }),
@@ -159,6 +159,10 @@ impl StateDir {
             }
         }
         std::fs::create_dir_all(&path).map_err(ClusterError::io(format!("creating {}", path.display())))?;
+        // The reaper looks in `$TMPDIR` only: a link there finds this dir if its run is killed.
+        let link = given_link(&path);
+        let _ = std::fs::remove_file(&link);
+        let _ = std::os::unix::fs::symlink(&path, &link);
         Ok(StateDir { path })
     }
 
@@ -167,8 +171,32 @@ impl StateDir {
     }
 
     pub fn remove(&self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        let _ = remove_state_dir(&self.path);
     }
+}
+
+/// How a state dir named outside `$TMPDIR` (`--state-dir`) is found by the reaper, which
+/// looks only there: a link `$TMPDIR/dracheck-given-<hash of the path>` to it, made with the
+/// dir and removed with it.
+pub const GIVEN_PREFIX: &str = "dracheck-given-";
+
+pub fn given_link(dir: &Path) -> PathBuf {
+    // FNV-1a: the same name for the same path in every build.
+    let hash = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    std::env::temp_dir().join(format!("{GIVEN_PREFIX}{hash:016x}"))
+}
+
+/// Removes a state dir and, where it was named by the user, its link in `$TMPDIR`.
+pub fn remove_state_dir(dir: &Path) -> std::io::Result<()> {
+    let link = given_link(dir);
+    if std::fs::read_link(&link).is_ok_and(|target| target == dir) {
+        let _ = std::fs::remove_file(&link);
+    }
+    std::fs::remove_dir_all(dir)
 }
 
 /// Where the logs of a failed start go, so that the message quoting them can name a path that
