@@ -193,26 +193,33 @@ fn inventory(dir: &Path, devices: usize) -> std::io::Result<PathBuf> {
 /// When each object of a watch first met a condition, by name.
 type Seen = Arc<Mutex<BTreeMap<String, Instant>>>;
 
-/// Watches `api` and records, for each object, when `met` first held.
-fn record_when<K>(
-    api: Api<K>,
-    met: impl Fn(&K) -> Option<String> + Send + 'static,
-) -> (Seen, tokio::task::JoinHandle<()>)
+/// A condition of a watched object: the key it is recorded under once it holds.
+type Condition<K> = Box<dyn Fn(&K) -> Option<String> + Send>;
+
+/// Watches `api` once and records, for each condition and object, when it first held.
+fn record_when<K, const N: usize>(api: Api<K>, met: [Condition<K>; N]) -> ([Seen; N], tokio::task::JoinHandle<()>)
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
-    let seen: Seen = Arc::default();
+    let seen: [Seen; N] = std::array::from_fn(|_| Seen::default());
     let into = seen.clone();
     let task = tokio::spawn(async move {
         let mut stream = Box::pin(watcher::watcher(api, watcher::Config::default()));
         while let Some(event) = stream.next().await {
             let (Ok(Event::Apply(o)) | Ok(Event::InitApply(o))) = event else { continue };
-            if let Some(key) = met(&o) {
-                into.lock().expect("the watch's record").entry(key).or_insert_with(Instant::now);
+            for (condition, record) in met.iter().zip(&into) {
+                if let Some(key) = condition(&o) {
+                    record.lock().expect("the watch's record").entry(key).or_insert_with(Instant::now);
+                }
             }
         }
     });
     (seen, task)
+}
+
+/// The pod a claim was made for from its template: the claim's owner.
+fn owner_pod(c: &ResourceClaim) -> Option<String> {
+    c.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == "Pod").map(|o| o.name.clone())
 }
 
 fn percentiles(mut v: Vec<f64>) -> Percentiles {
@@ -264,10 +271,13 @@ async fn measure(
     let spec = dracheck_mock_driver::adapter::spec(&program, &inventory, &[]);
     let slices: Api<ResourceSlice> = Api::all(client.clone());
     let driver = spec.name.clone();
-    let (pools, pools_task) = record_when(slices, move |s: &ResourceSlice| {
-        (s.spec.driver == driver && s.spec.devices.as_ref().is_some_and(|d| !d.is_empty()))
-            .then(|| s.spec.pool.name.clone())
-    });
+    let ([pools], pools_task) = record_when(
+        slices,
+        [Box::new(move |s: &ResourceSlice| {
+            (s.spec.driver == driver && s.spec.devices.as_ref().is_some_and(|d| !d.is_empty()))
+                .then(|| s.spec.pool.name.clone())
+        })],
+    );
     let publishing = Instant::now();
     cluster.start_driver(&spec).map_err(|e| e.to_string())?;
     wait_for(&pools, nodes, Duration::from_secs(60 + nodes as u64), "nodes' slices published").await?;
@@ -278,18 +288,24 @@ async fn measure(
     let ns = "dracheck-bench-scale";
     super::claim_setup(&client, ns, "dracheck-bench-scale", &spec.name).await?;
 
-    // The claim made from a pod's template is owned by it: its owner's name is the pod's.
-    let (allocated, claims_task) = record_when(Api::<ResourceClaim>::namespaced(client.clone(), ns), |c| {
-        c.status.as_ref()?.allocation.as_ref()?;
-        c.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == "Pod").map(|o| o.name.clone())
-    });
-    let (made, made_task) = record_when(Api::<ResourceClaim>::namespaced(client.clone(), ns), |c| {
-        c.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == "Pod").map(|o| o.name.clone())
-    });
-    let (bound, pods_task) = record_when(Api::<Pod>::namespaced(client.clone(), ns), |p| {
-        p.spec.as_ref()?.node_name.as_ref()?;
-        p.metadata.name.clone()
-    });
+    // One watch of the claims: when each pod's claim was made, and when it was allocated.
+    let ([made, allocated], claims_task) = record_when(
+        Api::<ResourceClaim>::namespaced(client.clone(), ns),
+        [
+            Box::new(owner_pod),
+            Box::new(|c: &ResourceClaim| {
+                c.status.as_ref()?.allocation.as_ref()?;
+                owner_pod(c)
+            }),
+        ],
+    );
+    let ([bound], pods_task) = record_when(
+        Api::<Pod>::namespaced(client.clone(), ns),
+        [Box::new(|p: &Pod| {
+            p.spec.as_ref()?.node_name.as_ref()?;
+            p.metadata.name.clone()
+        })],
+    );
 
     let port = *cluster.info().ports.get("kube-scheduler").ok_or("no scheduler port on record")?;
     let scheduler = local::client_for(&cluster.info().kubeconfig, Some(port)).await.map_err(|e| e.to_string())?;
@@ -336,7 +352,6 @@ async fn measure(
     tokio::time::sleep(Duration::from_millis(600)).await;
     sampler.abort();
     claims_task.abort();
-    made_task.abort();
     pods_task.abort();
     let after = scrape(&scheduler).await?;
 
