@@ -57,7 +57,7 @@ fn write_all(dir: &Path, files: &[Embedded]) -> Result<(), (PathBuf, std::io::Er
 /// FNV-1a over names and contents: stable across builds and Rust versions (a content address,
 /// not a security boundary: the folder is the user's own).
 fn digest(files: &[Embedded]) -> u64 {
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut h = Fnv(FNV_OFFSET);
     for (rel, bytes) in files {
         h.write(rel.as_bytes());
         h.write(&[0]);
@@ -66,6 +66,16 @@ fn digest(files: &[Embedded]) -> u64 {
     }
     h.finish()
 }
+
+/// FNV-1a of `bytes`: the same value in every build and on every machine (std's hasher
+/// promises neither), for names derived from content or paths.
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    let mut h = Fnv(FNV_OFFSET);
+    h.write(bytes);
+    h.finish()
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 struct Fnv(u64);
 

@@ -181,12 +181,7 @@ impl StateDir {
 pub const GIVEN_PREFIX: &str = "dracheck-given-";
 
 pub fn given_link(dir: &Path) -> PathBuf {
-    // FNV-1a: the same name for the same path in every build.
-    let hash = dir
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    let hash = dracheck_adapter::share::stable_hash(dir.as_os_str().as_encoded_bytes());
     std::env::temp_dir().join(format!("{GIVEN_PREFIX}{hash:016x}"))
 }
 
