@@ -8,6 +8,7 @@ pub mod helm;
 pub mod k3s;
 pub mod kind;
 pub mod local;
+pub mod oci;
 pub mod reach;
 #[cfg(feature = "testing")]
 pub mod testing;

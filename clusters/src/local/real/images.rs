@@ -1,12 +1,9 @@
 //! The images of real nodes, made on this machine because the nodes have no registry to pull
 //! from (and there is no Docker to build with): the sandbox image from a few lines of C
 //! (`assets/pause.c`, compiled static), and the workload image from Debian's busybox-static.
-//! Both are docker-archive tarballs, the format `ctr images import` reads with the image name
-//! in it (`RepoTags`); an OCI archive would name only a tag and need `--base-name`.
-//!
-//! Same inputs, same bytes: entries sorted, mtimes 0, owner root, so an image's digest changes
-//! only with what is in it. Built once into the cache dir, keyed by the C source, the busybox
-//! binary and [`FORMAT`].
+//! Both are docker-archive tarballs ([`oci::Format::Docker`]), which `ctr images import` names
+//! from `RepoTags`, written by [`crate::oci`]: same inputs, same bytes. Built once into the
+//! cache dir, keyed by the C source, the busybox binary and [`FORMAT`].
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,6 +13,7 @@ use std::time::{Duration, Instant};
 use crate::error::{ClusterError, Result};
 use crate::gobuild::{FileLock, fmt_elapsed};
 use crate::local::Progress;
+use crate::oci::{self, Format, Layer, Node, PATH_ENV, is_static_elf, sha256_hex, tarball};
 use crate::tools::output_tail;
 
 /// The sandbox image; containerd's `pinned_images.sandbox`.
@@ -31,8 +29,6 @@ const BUSYBOX: &str = "/bin/busybox";
 
 /// Part of the cache key: change it whenever the archives change for the same inputs.
 const FORMAT: &str = "dracheck node images, docker-archive, v1";
-
-const PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// How long one `ctr images import` may take (measured: 0.2 s).
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -105,7 +101,7 @@ pub fn program_image(tag: &str, program: &Path) -> Result<PathBuf> {
         entries.push((dir.to_string(), Node::Dir { mode: 0o755 }));
     }
     let config = serde_json::json!({ "Env": [PATH_ENV], "Entrypoint": [format!("/usr/bin/{name}")] });
-    write_replacing(&archive, &image_archive(tag, &tarball(entries)?, config)?)?;
+    write_replacing(&archive, &image_archive(tag, tarball(entries)?, config)?)?;
     Ok(archive)
 }
 
@@ -181,26 +177,6 @@ fn read_static_busybox(path: &Path) -> Result<Vec<u8>> {
     Ok(bin)
 }
 
-/// Whether `bin` is a 64-bit little-endian ELF file without a program interpreter, that is,
-/// one that runs without a dynamic loader and C library.
-fn is_static_elf(bin: &[u8]) -> bool {
-    const PT_INTERP: u32 = 3;
-    let at = |offset: usize, len: usize| -> Option<u64> {
-        let bytes = bin.get(offset..offset.checked_add(len)?)?;
-        Some(bytes.iter().rev().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
-    };
-    if bin.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
-        return false;
-    }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (at(0x20, 8), at(0x36, 2), at(0x38, 2)) else {
-        return false;
-    };
-    (0..phnum).all(|i| {
-        let offset = usize::try_from(phoff + i * phentsize).unwrap_or(usize::MAX);
-        at(offset, 4).is_some_and(|p_type| p_type != u64::from(PT_INTERP))
-    })
-}
-
 fn cache_key(busybox: &[u8]) -> String {
     let mut key = Vec::new();
     for part in [FORMAT.as_bytes(), PAUSE_SOURCE.as_bytes(), busybox] {
@@ -208,10 +184,6 @@ fn cache_key(busybox: &[u8]) -> String {
         key.extend_from_slice(part);
     }
     sha256_hex(&key)[..16].to_string()
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, data).as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Compiles the pause program in `work`; its bytes.
@@ -273,48 +245,6 @@ fn applets(busybox: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// One entry of a tarball.
-enum Node<'a> {
-    Dir { mode: u32 },
-    File { mode: u32, data: &'a [u8] },
-    Symlink { target: &'a str },
-}
-
-/// A tarball of `entries` in path order, every entry owned by root with mtime 0, so that the
-/// bytes depend on nothing but the entries.
-fn tarball(mut entries: Vec<(String, Node<'_>)>) -> Result<Vec<u8>> {
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut builder = tar::Builder::new(Vec::new());
-    let failed = |path: &str| ClusterError::io(format!("packing {path} into an image archive"));
-    for (path, node) in &entries {
-        let mut header = tar::Header::new_ustar();
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_mtime(0);
-        match node {
-            Node::Dir { mode } => {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_mode(*mode);
-                header.set_size(0);
-                builder.append_data(&mut header, format!("{path}/"), std::io::empty()).map_err(failed(path))?;
-            }
-            Node::File { mode, data } => {
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_mode(*mode);
-                header.set_size(data.len() as u64);
-                builder.append_data(&mut header, path, *data).map_err(failed(path))?;
-            }
-            Node::Symlink { target } => {
-                header.set_entry_type(tar::EntryType::Symlink);
-                header.set_mode(0o777);
-                header.set_size(0);
-                builder.append_link(&mut header, path, target).map_err(failed(path))?;
-            }
-        }
-    }
-    builder.into_inner().map_err(failed("the end"))
-}
-
 /// The image's root: busybox with a link per applet in /bin, /usr/bin and the sbin dirs
 /// pointing there, and the dirs and files a container expects to find.
 fn workload_layer(busybox: &[u8], applets: &[String]) -> Result<Vec<u8>> {
@@ -341,51 +271,17 @@ fn workload_layer(busybox: &[u8], applets: &[String]) -> Result<Vec<u8>> {
 
 fn workload_archive(busybox: &[u8], applets: &[String]) -> Result<Vec<u8>> {
     let config = serde_json::json!({ "Env": [PATH_ENV], "Cmd": ["sh"] });
-    image_archive(WORKLOAD_IMAGE, &workload_layer(busybox, applets)?, config)
+    image_archive(WORKLOAD_IMAGE, workload_layer(busybox, applets)?, config)
 }
 
 fn pause_archive(pause: &[u8]) -> Result<Vec<u8>> {
     let layer = tarball(vec![("pause".to_string(), Node::File { mode: 0o755, data: pause })])?;
-    image_archive(PAUSE_IMAGE, &layer, serde_json::json!({ "Env": [PATH_ENV], "Entrypoint": ["/pause"] }))
+    image_archive(PAUSE_IMAGE, layer, serde_json::json!({ "Env": [PATH_ENV], "Entrypoint": ["/pause"] }))
 }
 
-/// A docker-archive of one image with one uncompressed layer: `manifest.json` naming the
-/// config and the layer, both stored under their digests. The layer's diff ID is its own
-/// digest, as it is not compressed.
-fn image_archive(tag: &str, layer: &[u8], container_config: serde_json::Value) -> Result<Vec<u8>> {
-    let layer_hex = sha256_hex(layer);
-    let config = serde_json::json!({
-        "architecture": oci_architecture(),
-        "os": "linux",
-        "config": container_config,
-        "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{layer_hex}")] },
-    });
-    let config = serde_json::to_vec(&config).map_err(json_failed)?;
-    let config_path = format!("blobs/sha256/{}", sha256_hex(&config));
-    let layer_path = format!("blobs/sha256/{layer_hex}");
-    let manifest =
-        serde_json::json!([{ "Config": config_path, "RepoTags": [tag], "Layers": [layer_path] }]).to_string();
-    tarball(vec![
-        ("blobs".to_string(), Node::Dir { mode: 0o755 }),
-        ("blobs/sha256".to_string(), Node::Dir { mode: 0o755 }),
-        (config_path.clone(), Node::File { mode: 0o644, data: &config }),
-        (layer_path.clone(), Node::File { mode: 0o644, data: layer }),
-        ("manifest.json".to_string(), Node::File { mode: 0o644, data: manifest.as_bytes() }),
-    ])
-}
-
-fn json_failed(e: serde_json::Error) -> ClusterError {
-    ClusterError::Io { context: "writing an image config".into(), source: std::io::Error::other(e) }
-}
-
-/// The architecture of this machine in OCI's words; the images hold its binaries.
-fn oci_architecture() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "powerpc64" => "ppc64le",
-        other => other,
-    }
+/// A docker-archive of one image with one uncompressed layer, whose diff ID is its own digest.
+fn image_archive(tag: &str, layer: Vec<u8>, container_config: serde_json::Value) -> Result<Vec<u8>> {
+    oci::image_archive(Format::Docker, tag, &Layer::uncompressed(layer), container_config)
 }
 
 /// Writes beside `path` and renames over it, so that no reader (another process finding the
@@ -407,60 +303,22 @@ fn write_replacing(path: &Path, data: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::io::Read as _;
 
     use super::*;
-
-    /// One entry of a tarball as read back.
-    struct Item {
-        path: String,
-        kind: tar::EntryType,
-        mode: u32,
-        mtime: u64,
-        uid: u64,
-        gid: u64,
-        link: Option<String>,
-        data: Vec<u8>,
-    }
+    use crate::oci::Item;
+    use crate::oci::tests::elf;
 
     /// The entries of a tarball, in archive order.
     fn list(tarball: &[u8]) -> Vec<Item> {
-        let mut archive = tar::Archive::new(tarball);
-        let entries = archive.entries().unwrap();
-        entries
-            .map(|e| {
-                let mut e = e.unwrap();
-                let h = e.header().clone();
-                let mut data = Vec::new();
-                e.read_to_end(&mut data).unwrap();
-                Item {
-                    path: e.path().unwrap().to_string_lossy().into_owned(),
-                    kind: h.entry_type(),
-                    mode: h.mode().unwrap(),
-                    mtime: h.mtime().unwrap(),
-                    uid: h.uid().unwrap(),
-                    gid: h.gid().unwrap(),
-                    link: e.link_name().unwrap().map(|l| l.to_string_lossy().into_owned()),
-                    data,
-                }
-            })
-            .collect()
+        oci::items(tarball).unwrap()
     }
 
-    /// The parts of a docker-archive: manifest, config (parsed) and layer, by the manifest's
-    /// names, each checked against the digest it is stored under.
-    fn open(archive: &[u8]) -> (serde_json::Value, serde_json::Value, Vec<u8>) {
-        let files: BTreeMap<String, Vec<u8>> = list(archive).into_iter().map(|e| (e.path, e.data)).collect();
-        let manifest: serde_json::Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
-        let config_path = manifest[0]["Config"].as_str().unwrap();
-        let layer_path = manifest[0]["Layers"][0].as_str().unwrap();
-        let config_bytes = &files[config_path];
-        let layer = files[layer_path].clone();
-        assert_eq!(config_path, format!("blobs/sha256/{}", sha256_hex(config_bytes)));
-        assert_eq!(layer_path, format!("blobs/sha256/{}", sha256_hex(&layer)));
-        let config: serde_json::Value = serde_json::from_slice(config_bytes).unwrap();
-        assert_eq!(config["rootfs"]["diff_ids"], serde_json::json!([format!("sha256:{}", sha256_hex(&layer))]));
-        (manifest, config, layer)
+    /// The parts of a docker-archive: the name it gives, config and layer, each checked
+    /// against the digest it is stored under.
+    fn open(archive: &[u8]) -> (String, serde_json::Value, Vec<u8>) {
+        let image = oci::open(archive).unwrap();
+        assert!(image.oci.is_none(), "a docker-archive");
+        (image.tag, image.config, image.layer)
     }
 
     fn applet_names() -> Vec<String> {
@@ -491,16 +349,16 @@ mod tests {
 
     #[test]
     fn manifests_name_the_image_and_blobs_are_stored_under_their_digests() {
-        let (manifest, config, _) = open(&workload_archive(b"bb", &applet_names()).unwrap());
-        assert_eq!(manifest[0]["RepoTags"], serde_json::json!([WORKLOAD_IMAGE]));
+        let (tag, config, _) = open(&workload_archive(b"bb", &applet_names()).unwrap());
+        assert_eq!(tag, WORKLOAD_IMAGE);
         assert_eq!(config["os"], "linux");
-        assert_eq!(config["architecture"], oci_architecture());
+        assert_eq!(config["architecture"], oci::oci_architecture());
         assert_eq!(config["config"]["Cmd"], serde_json::json!(["sh"]));
         assert!(config["config"]["Env"][0].as_str().unwrap().starts_with("PATH="));
         assert_eq!(config["rootfs"]["type"], "layers");
 
-        let (manifest, config, _) = open(&pause_archive(b"pause").unwrap());
-        assert_eq!(manifest[0]["RepoTags"], serde_json::json!([PAUSE_IMAGE]));
+        let (tag, config, _) = open(&pause_archive(b"pause").unwrap());
+        assert_eq!(tag, PAUSE_IMAGE);
         assert_eq!(config["config"]["Entrypoint"], serde_json::json!(["/pause"]));
     }
 
@@ -553,8 +411,8 @@ mod tests {
         let program = dir.path().join("acme-kubeletplugin");
         std::fs::write(&program, elf(&[1, 1])).unwrap();
         let archive = program_image("registry.example/acme/driver:v1", &program).unwrap();
-        let (manifest, config, layer) = open(&std::fs::read(&archive).unwrap());
-        assert_eq!(manifest[0]["RepoTags"], serde_json::json!(["registry.example/acme/driver:v1"]));
+        let (tag, config, layer) = open(&std::fs::read(&archive).unwrap());
+        assert_eq!(tag, "registry.example/acme/driver:v1");
         assert_eq!(config["config"]["Entrypoint"], serde_json::json!(["/usr/bin/acme-kubeletplugin"]));
         assert!(config["config"]["Env"][0].as_str().unwrap().contains("/usr/bin"), "run by name from PATH");
         let items = list(&layer);
@@ -567,31 +425,6 @@ mod tests {
         std::fs::write(&program, elf(&[1, 3, 1])).unwrap();
         let msg = program_image("x:y", &program).unwrap_err().to_string();
         assert!(msg.contains("not a static executable"), "{msg}");
-    }
-
-    /// A minimal ELF64 header with program headers of these types.
-    fn elf(p_types: &[u32]) -> Vec<u8> {
-        let mut bin = vec![0u8; 64];
-        bin[..6].copy_from_slice(b"\x7fELF\x02\x01");
-        bin[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
-        bin[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
-        bin[0x38..0x3a].copy_from_slice(&(p_types.len() as u16).to_le_bytes());
-        for t in p_types {
-            let mut ph = vec![0u8; 56];
-            ph[..4].copy_from_slice(&t.to_le_bytes());
-            bin.extend(ph);
-        }
-        bin
-    }
-
-    #[test]
-    fn static_executables_are_told_from_dynamic_ones() {
-        assert!(is_static_elf(&elf(&[1, 1, 4])));
-        assert!(!is_static_elf(&elf(&[1, 3])));
-        assert!(!is_static_elf(b"#!/bin/sh\n"));
-        let mut truncated = elf(&[1, 1]);
-        truncated.truncate(100);
-        assert!(!is_static_elf(&truncated));
     }
 
     #[test]
