@@ -2,13 +2,17 @@
 //! this checkout (release, or the dev profile with `--debug`), shell completions and man pages
 //! generated from the same clap command the binary parses with, the README and the licence, in
 //! `dracheck-<version>-<target>.tar.gz`, with a `SHA256SUMS` beside it. The binaries need
-//! nothing of the checkout: profiles and the mock's inventories are embedded.
+//! nothing of the checkout: profiles and the mock's inventories are embedded. With `--image`,
+//! also the container image of both binaries, `dracheck-<version>-<target>-oci.tar` ([`image`]).
+
+pub mod image;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
+use dracheck_clusters::oci::sha256_hex;
 
 use crate::exit;
 
@@ -24,6 +28,11 @@ pub struct DistArgs {
     /// build; for checking the archive, not for shipping it.
     #[arg(long)]
     pub debug: bool,
+    /// Also write the container image `dracheck.io/dracheck:<version>` of both binaries, as
+    /// `dracheck-<version>-<target>-oci.tar` (an OCI layout with docker's manifest.json too):
+    /// `ctr -n k8s.io images import`, `docker load` and `podman load` read and name it.
+    #[arg(long)]
+    pub image: bool,
 }
 
 /// A file of the archive: its path under `dracheck-<version>/`, its content, its mode.
@@ -78,16 +87,35 @@ async fn dist(args: DistArgs) -> Result<(), Early> {
     write_archive(&archive, &top, &entries, level)
         .map_err(|e| (exit::FAILED, format!("writing {}: {e}", archive.display())))?;
     let bytes = std::fs::read(&archive).map_err(|e| (exit::FAILED, format!("reading {}: {e}", archive.display())))?;
+    let mut sums_text = format!("{}  {name}\n", sha256_hex(&bytes));
+    let mut printed = vec![archive.clone()];
+    if args.image {
+        let image_started = Instant::now();
+        let file = format!("{top}-{target}-oci.tar");
+        let path = out.join(&file);
+        let bytes = image::archive(&binaries, version, args.debug).map_err(|msg| (exit::FAILED, msg))?;
+        std::fs::write(&path, &bytes).map_err(|e| (exit::FAILED, format!("writing {}: {e}", path.display())))?;
+        eprintln!(
+            "dist: wrote the image {} as {} ({} MB, {}) in {:.1} s",
+            image::image_name(version),
+            path.display(),
+            bytes.len() / 1_000_000,
+            if args.debug { "layer not compressed" } else { "layer gzipped" },
+            image_started.elapsed().as_secs_f64()
+        );
+        sums_text.push_str(&format!("{}  {file}\n", sha256_hex(&bytes)));
+        printed.push(path);
+    }
     let sums = out.join("SHA256SUMS");
-    std::fs::write(&sums, format!("{}  {name}\n", sha256_hex(&bytes)))
-        .map_err(|e| (exit::FAILED, format!("writing {}: {e}", sums.display())))?;
+    std::fs::write(&sums, sums_text).map_err(|e| (exit::FAILED, format!("writing {}: {e}", sums.display())))?;
     for e in &entries {
         eprintln!("  {top}/{}", e.path);
     }
     eprintln!("dist: done in {:.0} s", started.elapsed().as_secs_f64());
     // The paths last, one a line, for scripts.
-    println!("{}", archive.display());
-    println!("{}", sums.display());
+    for path in printed.iter().chain([&sums]) {
+        println!("{}", path.display());
+    }
     Ok(())
 }
 
@@ -205,11 +233,6 @@ fn write_archive(path: &Path, top: &str, entries: &[Entry], level: flate2::Compr
     let mut gz = tar.into_inner()?;
     gz.flush()?;
     gz.finish()?.sync_all()
-}
-
-/// The hex SHA-256 of `bytes`, as `sha256sum` prints it.
-fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The target the binaries are built for: this program's, since cargo builds for the host.

@@ -3,11 +3,16 @@
 //! there, in an environment without cargo's variables: `--version`, `list`, `profile validate`,
 //! a dry run, a short real conformance run on the mock beside it, and `cluster up --nodes`
 //! (whose node agent is `dracheck cluster agent`). That the binaries read nothing of the
-//! source tree is held by the architecture test (`env!("CARGO_MANIFEST_DIR")`).
+//! source tree is held by the architecture test (`env!("CARGO_MANIFEST_DIR")`). The same build
+//! writes the container image (`--image`): its OCI layout and docker manifest are read back,
+//! and its layer holds the same binaries.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
+
+use dracheck_clusters::oci::{self, Linking, sha256_hex};
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
@@ -37,16 +42,12 @@ fn outside(program: &Path, args: &[&str], dir: &Path) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("{} runs: {e}", program.display()))
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[test]
 fn the_archive_runs_without_a_checkout() {
     let out_dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let dist = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["dist", "--debug", "--out", out_dir.path().to_str().unwrap()])
+        .args(["dist", "--debug", "--image", "--out", out_dir.path().to_str().unwrap()])
         .output()
         .expect("xtask runs");
     assert!(dist.status.success(), "{}", text(&dist));
@@ -55,17 +56,24 @@ fn the_archive_runs_without_a_checkout() {
     // The archive and its checksum, as `sha256sum -c` reads them.
     let version = env!("CARGO_PKG_VERSION");
     let name = format!("dracheck-{version}-{}-unknown-linux-gnu.tar.gz", std::env::consts::ARCH);
+    let image_name = format!("dracheck-{version}-{}-unknown-linux-gnu-oci.tar", std::env::consts::ARCH);
     let archive = out_dir.path().join(&name);
+    let image_archive = out_dir.path().join(&image_name);
     let printed: Vec<&str> = std::str::from_utf8(&dist.stdout).unwrap().lines().collect();
     assert_eq!(
         printed,
-        [archive.to_str().unwrap(), out_dir.path().join("SHA256SUMS").to_str().unwrap()],
+        [
+            archive.to_str().unwrap(),
+            image_archive.to_str().unwrap(),
+            out_dir.path().join("SHA256SUMS").to_str().unwrap()
+        ],
         "{}",
         text(&dist)
     );
     let sums = std::fs::read_to_string(out_dir.path().join("SHA256SUMS")).unwrap();
     let bytes = std::fs::read(&archive).unwrap();
-    assert_eq!(sums, format!("{}  {name}\n", sha256_hex(&bytes)));
+    let image_bytes = std::fs::read(&image_archive).unwrap();
+    assert_eq!(sums, format!("{}  {name}\n{}  {image_name}\n", sha256_hex(&bytes), sha256_hex(&image_bytes)));
 
     // Unpacked elsewhere: the checkout is not where the binaries look.
     let unpacked = tempfile::tempdir().unwrap();
@@ -84,6 +92,8 @@ fn the_archive_runs_without_a_checkout() {
         assert!(top.join(file).is_file(), "the archive has {file}");
     }
     let dracheck: PathBuf = top.join("bin/dracheck");
+    image_holds(&image_bytes, &top, version);
+    drop(image_bytes);
     let work = tempfile::tempdir().unwrap();
     let here = work.path();
 
@@ -148,4 +158,40 @@ fn the_archive_runs_without_a_checkout() {
         text(&up)
     );
     assert!(down.status.success() && text(&down).contains("node-agent"), "{}", text(&down));
+}
+
+/// The image archive: named `dracheck.io/dracheck:<version>` by its index (containerd, podman)
+/// and by `manifest.json` (docker), its blobs where the digests say, and a layer of the
+/// unpacked binaries, uncompressed (`--debug`), with their loader, `/tmp` and root's home.
+fn image_holds(archive: &[u8], unpacked: &Path, version: &str) {
+    let name = format!("dracheck.io/dracheck:{version}");
+    let image = oci::open(archive).unwrap_or_else(|e| panic!("the image archive: {e}"));
+    assert_eq!(image.tag, name, "manifest.json's RepoTags");
+    let (index, manifest) = image.oci.expect("an OCI layout: oci-layout and index.json");
+    let annotations = &index["manifests"][0]["annotations"];
+    assert_eq!(
+        (&annotations["io.containerd.image.name"], &annotations["org.opencontainers.image.ref.name"]),
+        (&name.as_str().into(), &version.into())
+    );
+    assert_eq!(manifest["layers"][0]["mediaType"], oci::MEDIA_LAYER);
+    assert_eq!(image.config["config"]["Entrypoint"], serde_json::json!(["/usr/bin/dracheck"]));
+    let layer: BTreeMap<String, oci::Item> =
+        oci::items(&image.layer).unwrap().into_iter().map(|i| (i.path.clone(), i)).collect();
+    for bin in ["dracheck", "dracheck-mock-driver"] {
+        let item = &layer[&format!("usr/bin/{bin}")];
+        assert_eq!(item.mode, 0o755, "{bin}");
+        assert!(
+            item.data == std::fs::read(unpacked.join("bin").join(bin)).unwrap(),
+            "the image's {bin} is the archive's"
+        );
+    }
+    let Some(Linking::Dynamic { interpreter }) = oci::elf_linking(&layer["usr/bin/dracheck"].data) else {
+        panic!("dracheck is linked dynamically, against glibc")
+    };
+    assert_eq!(layer[interpreter.trim_start_matches('/')].kind, tar::EntryType::Regular, "{interpreter}");
+    for lib in ["libc.so.6", "libm.so.6", "libgcc_s.so.1"] {
+        assert!(layer.keys().any(|p| p.ends_with(&format!("/{lib}"))), "{lib}: {:?}", layer.keys());
+    }
+    assert_eq!(layer["tmp/"].mode, 0o1777);
+    assert_eq!(layer["root/"].kind, tar::EntryType::Directory);
 }
