@@ -3,6 +3,7 @@
 
 /// What the suite knows of a driver, as the driver crate states it.
 pub use dracheck_adapter as adapters;
+pub mod access;
 pub mod catalogue;
 pub mod engine;
 pub mod fidelity;

@@ -24,6 +24,10 @@ pub enum ClusterCommand {
     Kubeconfig(StateArgs),
     /// Build the control-plane binaries into the cache without starting anything.
     Build(BinArgs),
+    /// Import an image archive (docker or OCI, e.g. `cargo xtask dist --image`'s) into every
+    /// real node of the local cluster, as `kind load image-archive` does: pods with
+    /// `imagePullPolicy: IfNotPresent` then run it without a registry.
+    LoadImage(LoadImageArgs),
     /// Print a kind cluster config ready for DRA (feature gates, resource.k8s.io versions,
     /// CDI in containerd), for `kind create cluster --config`.
     KindConfig(KindConfigArgs),
@@ -44,6 +48,15 @@ pub struct AgentArgs {
     /// The driver's DeviceClasses exist already (a kept run installed them).
     #[arg(long)]
     classes_exist: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadImageArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// The image archive.
+    #[arg(value_name = "ARCHIVE")]
+    archive: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -125,6 +138,9 @@ pub async fn run(cmd: ClusterCommand) -> u8 {
         ClusterCommand::Kubeconfig(args) => kubeconfig(args),
         ClusterCommand::Build(args) => return ensure_binaries(&args).await.err().unwrap_or(exit::OK),
         ClusterCommand::KindConfig(args) => kind_config(args),
+        ClusterCommand::LoadImage(args) => {
+            local::real::load_image(&args.state.state_dir, &args.archive, &Progress::stderr()).await.map(|_| exit::OK)
+        }
         ClusterCommand::Agent(args) => {
             let takeover = nodes::Takeover { nodes: args.only, classes_exist: args.classes_exist };
             return nodes::agent(&args.state.state_dir, args.nodes, takeover).await;

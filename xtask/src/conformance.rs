@@ -91,6 +91,10 @@ pub struct ConformanceArgs {
     /// Worker nodes of a `--cluster kind` cluster, besides its control plane.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// After the summary, print the result and its reports to stdout as one base64 tar.gz
+    /// between marker lines, for `dracheck retrieve` to take out of an in-cluster Job's log.
+    #[arg(long)]
+    pub results_to_log: bool,
     /// Print the plan and start nothing: the profiles, each scenario with the guarantees it
     /// would check, and which the target would skip and why. Exit 0, or 2 on bad input.
     #[arg(long)]
@@ -445,7 +449,12 @@ async fn existing(
     };
     // Checked before the install, and on the files themselves: helm's error for an unknown
     // context lists no choices, and the suite's own check would name the file written below.
-    loaded.config(args.context.as_deref()).await.map_err(crate::kubeconfig::Error::early)?;
+    let config = loaded.config(args.context.as_deref()).await.map_err(crate::kubeconfig::Error::early)?;
+    // Short of a permission, a run would fail scenarios one by one with a 403 in their
+    // evidence; asked first, the credentials' every gap is named at once.
+    if provided_elsewhere(&provided) {
+        check_access(config, &progress).await?;
+    }
     // Helm, the suite and the plugin tier's drivers each take one path; a merged list or the
     // pod's service account is written out for them, and removed when the run returns.
     let one_file = loaded.one_file().map_err(crate::kubeconfig::Error::early)?;
@@ -516,6 +525,41 @@ async fn existing(
     write_and_report(&args, short, &run_id, result)
 }
 
+/// A cluster the suite did not start, whose credentials may be short of what it needs.
+fn provided_elsewhere(provided: &Provided) -> bool {
+    matches!(provided, Provided::Named(_))
+}
+
+/// Stops the run with [`exit::FORBIDDEN`] where the credentials lack one of the suite's
+/// permissions (`dracheck_suites::access`), naming each.
+async fn check_access(config: kube::Config, progress: &Progress) -> Result<(), Early> {
+    let started = std::time::Instant::now();
+    let client = kube::Client::try_from(config)
+        .map_err(|e| (exit::CLUSTER_DOWN, format!("cannot make a client of the kubeconfig: {e}")))?;
+    let missing = dracheck_suites::access::missing(&client)
+        .await
+        .map_err(|e| (exit::CLUSTER_DOWN, format!("asking the API server what these credentials may do: {e}")))?;
+    if missing.is_empty() {
+        progress.line(format!(
+            "access: the credentials have every permission the suite needs (asked in {:.1} s)",
+            started.elapsed().as_secs_f64()
+        ));
+        return Ok(());
+    }
+    let list: Vec<String> = missing.iter().map(|m| format!("  {m}")).collect();
+    Err((
+        exit::FORBIDDEN,
+        format!(
+            "these credentials lack {} permission(s) the suite needs, on every namespace:\n{}\nGrant them: `{} rbac \
+             --namespace NS --service-account NAME | kubectl apply -f -` prints a ClusterRole with exactly the \
+             suite's permissions and binds it to that ServiceAccount; or run with credentials that have them.",
+            missing.len(),
+            list.join("\n"),
+            crate::program(),
+        ),
+    ))
+}
+
 fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: RunResult) -> Result<u8, Early> {
     let file = args.out.join(format!("{short}-{}-{run_id}.json", result.cluster.kubernetes_version));
     let _ = std::fs::create_dir_all(&args.out);
@@ -536,12 +580,23 @@ fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: R
     };
     print_summary(&result);
     println!("result: {}", file.display());
-    match dracheck_report::render_beside(&file, &result, &Default::default()) {
+    let pages = match dracheck_report::render_beside(&file, &result, &Default::default()) {
         Ok(pages) => {
             let names: Vec<String> = pages.iter().map(|p| p.display().to_string()).collect();
             println!("reports: {}", names.join(", "));
+            pages
         }
-        Err(e) => eprintln!("dracheck: the result is written, but rendering its reports failed: {e}"),
+        Err(e) => {
+            eprintln!("dracheck: the result is written, but rendering its reports failed: {e}");
+            Vec::new()
+        }
+    };
+    if args.results_to_log {
+        let files: Vec<PathBuf> = std::iter::once(file.clone()).chain(pages).collect();
+        match crate::in_cluster::bundle(&files) {
+            Ok(text) => print!("{text}"),
+            Err(e) => eprintln!("dracheck: could not print the results to the log: {e}"),
+        }
     }
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let summary = PathBuf::from(summary);

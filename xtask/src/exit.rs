@@ -14,6 +14,9 @@ pub const BAD_INPUT: u8 = 2;
 pub const CLUSTER_DOWN: u8 = 3;
 /// The driver's install (its helm release) failed; what it had made was removed.
 pub const INSTALL_FAILED: u8 = 4;
+/// The credentials lack a permission the suite needs; the message names each one, and
+/// `rbac` prints the role that has them all.
+pub const FORBIDDEN: u8 = 5;
 /// Interrupted (Ctrl-C); everything started was stopped.
 pub const INTERRUPTED: u8 = 130;
 

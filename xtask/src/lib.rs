@@ -9,6 +9,7 @@ mod dist;
 mod drivers;
 mod exit;
 mod explain;
+mod in_cluster;
 mod install;
 mod inventory;
 mod kubeconfig;
@@ -122,6 +123,15 @@ enum Command {
     /// Build the release archive (in a checkout): `dracheck` and `dracheck-mock-driver`, shell
     /// completions, man pages, README, in `dracheck-<version>-<target>.tar.gz` with `SHA256SUMS`.
     Dist(dist::DistArgs),
+    /// Print the least access a run needs, as RBAC for `kubectl apply -f -`: a Namespace, a
+    /// ServiceAccount, a ClusterRole with exactly the suite's permissions, and its binding.
+    Rbac(in_cluster::RbacArgs),
+    /// Print a Job that runs `conformance` in the cluster under `rbac`'s ServiceAccount, from
+    /// the image `cargo xtask dist --image` builds; `retrieve` gets its results.
+    Job(Box<in_cluster::JobArgs>),
+    /// Wait for the in-cluster Job to finish, write its result and reports to --out, and exit
+    /// with the run's own code (0: every guarantee held, 1: one failed).
+    Retrieve(in_cluster::RetrieveArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -155,6 +165,9 @@ pub fn main(program: Program) -> ExitCode {
             Command::Profile(cmd) => profiles::run(cmd),
             Command::List(args) => list::run(args),
             Command::Dist(args) => dist::run(args).await,
+            Command::Rbac(args) => in_cluster::rbac(args),
+            Command::Job(args) => in_cluster::job(*args),
+            Command::Retrieve(args) => in_cluster::retrieve(args).await,
         }
     });
     ExitCode::from(code)

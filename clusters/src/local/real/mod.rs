@@ -482,6 +482,37 @@ pub fn scrub_node(cgroups: &Cgroups, prefix: &str, root: &Path, name: &str) -> V
 /// Scrubs every real node of the cluster in `cluster_dir` and writes back the kernel
 /// settings recorded before its first node started. A cluster without real nodes has
 /// nothing to scrub.
+/// Imports an image archive into every real node of the running cluster recorded in
+/// `cluster_dir`, as `kind load image-archive` does: its pods then run it without a registry.
+/// Returns the nodes it went to.
+pub async fn load_image(cluster_dir: &Path, archive: &Path, progress: &Progress) -> Result<Vec<String>> {
+    let info = crate::local::ClusterInfo::load(cluster_dir)?;
+    if !archive.is_file() {
+        return Err(ClusterError::Io {
+            context: format!("reading the image archive {}", archive.display()),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    let mut nodes: Vec<(String, PathBuf)> = std::fs::read_dir(cluster_dir.join("nodes"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), ContainerdDirs::new(&e.path()).socket()))
+        .filter(|(_, socket)| socket.exists())
+        .collect();
+    nodes.sort();
+    if nodes.is_empty() {
+        return Err(ClusterError::RealNodesNeeded { what: "loading an image".into() });
+    }
+    let release = crate::local::versions::find_release(&info.kubernetes_version)?;
+    let stack = stack::ensure(release, progress).await?;
+    for (name, socket) in &nodes {
+        images::import(&stack.ctr, socket, archive).await?;
+        progress.line(format!("{name}: imported {}", archive.display()));
+    }
+    Ok(nodes.into_iter().map(|(name, _)| name).collect())
+}
+
 pub fn scrub(cluster_dir: &Path) -> Vec<String> {
     if !host::has_real_nodes(cluster_dir) {
         return Vec::new();
