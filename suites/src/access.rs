@@ -18,7 +18,7 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
@@ -260,20 +260,9 @@ pub fn manifests(id: &Identity, rules: Vec<PolicyRule>) -> Vec<Value> {
         rules: Some(rules),
         ..Default::default()
     };
-    let binding = ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta { name: Some(id.role_name()), labels: labels(), ..Default::default() },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: id.role_name(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: id.service_account.clone(),
-            namespace: Some(id.namespace.clone()),
-            ..Default::default()
-        }]),
-    };
+    let binding_meta = kube::api::ObjectMeta { name: Some(id.role_name()), labels: labels(), ..Default::default() };
+    let binding =
+        dracheck_objects::bind_cluster_role(binding_meta, &id.role_name(), &id.namespace, &id.service_account);
     [typed(namespace), typed(account), typed(role), typed(binding)].into()
 }
 

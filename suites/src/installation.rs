@@ -6,7 +6,7 @@
 use dracheck_adapter::Installation;
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
@@ -37,20 +37,7 @@ pub async fn apply_all(client: &kube::Client, inst: &Installation) -> Result<(),
     let role =
         ClusterRole { metadata: meta(&role_name, None), rules: Some(inst.rules.clone()), ..ClusterRole::default() };
     apply(Api::<ClusterRole>::all(client.clone()), &role).await?;
-    let binding = ClusterRoleBinding {
-        metadata: meta(&role_name, None),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: role_name.clone(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: inst.service_account.clone(),
-            namespace: Some(ns.into()),
-            ..Subject::default()
-        }]),
-    };
+    let binding = dracheck_objects::bind_cluster_role(meta(&role_name, None), &role_name, ns, &inst.service_account);
     apply(Api::<ClusterRoleBinding>::all(client.clone()), &binding).await?;
     for (policy, binding) in &inst.policies {
         apply(Api::<ValidatingAdmissionPolicy>::all(client.clone()), policy).await?;

@@ -129,13 +129,7 @@ const KNOWN_CLUSTERS: &str =
 type Early = (u8, String);
 
 pub async fn run(args: ConformanceArgs) -> u8 {
-    match conformance(args).await {
-        Ok(code) => code,
-        Err((code, msg)) => {
-            eprintln!("dracheck: {msg}");
-            code
-        }
-    }
+    exit::report(conformance(args).await, "dracheck")
 }
 
 fn load_profiles(args: &ConformanceArgs, adapter: &Adapter) -> Result<Vec<(PathBuf, Profile)>, Early> {

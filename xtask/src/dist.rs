@@ -43,13 +43,7 @@ struct Entry {
 }
 
 pub async fn run(args: DistArgs) -> u8 {
-    match dist(args).await {
-        Ok(()) => exit::OK,
-        Err((code, msg)) => {
-            eprintln!("dracheck: {msg}");
-            code
-        }
-    }
+    exit::report(dist(args).await.map(|()| exit::OK), "dracheck")
 }
 
 type Early = (u8, String);

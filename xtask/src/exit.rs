@@ -20,6 +20,15 @@ pub const FORBIDDEN: u8 = 5;
 /// Interrupted (Ctrl-C); everything started was stopped.
 pub const INTERRUPTED: u8 = 130;
 
+/// A command's code: its own on success, else the failure's, with the message on stderr
+/// after `who: ` (`dracheck`, `dracheck explain`).
+pub fn report(result: Result<u8, (u8, String)>, who: &str) -> u8 {
+    result.unwrap_or_else(|(code, message)| {
+        eprintln!("{who}: {message}");
+        code
+    })
+}
+
 /// The exit code of a kind of failure.
 pub fn of(f: Failure) -> u8 {
     match f {

@@ -35,13 +35,7 @@ pub enum Output {
 /// (no device set fits, or a selector error fails the pod's whole scheduling attempt); 2: bad
 /// input; 3: the cluster is unreachable or serves no DRA API.
 pub async fn run(args: ExplainArgs) -> u8 {
-    match explain(&args).await {
-        Ok(code) => code,
-        Err((code, message)) => {
-            eprintln!("dracheck explain: {message}");
-            code
-        }
-    }
+    exit::report(explain(&args).await, "dracheck explain")
 }
 
 async fn explain(args: &ExplainArgs) -> Result<u8, (u8, String)> {

@@ -262,13 +262,7 @@ pub fn unbundle(log: &str) -> Result<Vec<(String, Vec<u8>)>, UnbundleError> {
 type Early = (u8, String);
 
 pub async fn retrieve(args: RetrieveArgs) -> u8 {
-    match retrieve_results(&args).await {
-        Ok(code) => code,
-        Err((code, msg)) => {
-            eprintln!("dracheck: {msg}");
-            code
-        }
-    }
+    exit::report(retrieve_results(&args).await, "dracheck")
 }
 
 async fn retrieve_results(args: &RetrieveArgs) -> Result<u8, Early> {

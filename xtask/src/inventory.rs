@@ -37,13 +37,7 @@ pub struct InventoryArgs {
 /// 0: the published devices agree with NVML; 1: they disagree; 2: bad input; 3: no NVML here,
 /// or the cluster cannot be reached.
 pub async fn run(args: InventoryArgs) -> u8 {
-    match inventory(&args).await {
-        Ok(code) => code,
-        Err((code, message)) => {
-            eprintln!("dracheck inventory: {message}");
-            code
-        }
-    }
+    exit::report(inventory(&args).await, "dracheck inventory")
 }
 
 async fn inventory(args: &InventoryArgs) -> Result<u8, (u8, String)> {
