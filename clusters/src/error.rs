@@ -14,6 +14,8 @@ pub enum Failure {
     ClusterDown,
     /// The driver's install (a helm release) failed; it was uninstalled.
     InstallFailed,
+    /// The credentials lack a permission the suite needs on a cluster it did not start.
+    Forbidden,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -191,6 +191,19 @@ pub async fn missing(client: &kube::Client) -> Result<Vec<Missing>, kube::Error>
     Ok(out)
 }
 
+/// Why a run stops where the credentials lack permissions: each one, and how to grant them.
+pub fn refusal(missing: &[Missing]) -> String {
+    let list: Vec<String> = missing.iter().map(|m| format!("  {m}")).collect();
+    format!(
+        "these credentials lack {} permission(s) the suite needs, on every namespace:\n{}\nGrant them: `{} rbac \
+         --namespace NS --service-account NAME | kubectl apply -f -` prints a ClusterRole with exactly the suite's \
+         permissions and binds it to that ServiceAccount; or run with credentials that have them.",
+        missing.len(),
+        list.join("\n"),
+        dracheck_adapter::program::name(),
+    )
+}
+
 /// The rules of [`NEEDS`] and [`NON_RESOURCE`], as a ClusterRole has them.
 pub fn rules() -> Vec<PolicyRule> {
     let mut rules: Vec<PolicyRule> = NEEDS

@@ -443,12 +443,7 @@ async fn existing(
     };
     // Checked before the install, and on the files themselves: helm's error for an unknown
     // context lists no choices, and the suite's own check would name the file written below.
-    let config = loaded.config(args.context.as_deref()).await.map_err(crate::kubeconfig::Error::early)?;
-    // Short of a permission, a run would fail scenarios one by one with a 403 in their
-    // evidence; asked first, the credentials' every gap is named at once.
-    if provided_elsewhere(&provided) {
-        check_access(config, &progress).await?;
-    }
+    loaded.config(args.context.as_deref()).await.map_err(crate::kubeconfig::Error::early)?;
     // Helm, the suite and the plugin tier's drivers each take one path; a merged list or the
     // pod's service account is written out for them, and removed when the run returns.
     let one_file = loaded.one_file().map_err(crate::kubeconfig::Error::early)?;
@@ -517,41 +512,6 @@ async fn existing(
     let mut result = finished.result;
     result.cluster.provider = provider;
     write_and_report(&args, short, &run_id, result)
-}
-
-/// A cluster the suite did not start, whose credentials may be short of what it needs.
-fn provided_elsewhere(provided: &Provided) -> bool {
-    matches!(provided, Provided::Named(_))
-}
-
-/// Stops the run with [`exit::FORBIDDEN`] where the credentials lack one of the suite's
-/// permissions (`dracheck_suites::access`), naming each.
-async fn check_access(config: kube::Config, progress: &Progress) -> Result<(), Early> {
-    let started = std::time::Instant::now();
-    let client = kube::Client::try_from(config)
-        .map_err(|e| (exit::CLUSTER_DOWN, format!("cannot make a client of the kubeconfig: {e}")))?;
-    let missing = dracheck_suites::access::missing(&client)
-        .await
-        .map_err(|e| (exit::CLUSTER_DOWN, format!("asking the API server what these credentials may do: {e}")))?;
-    if missing.is_empty() {
-        progress.line(format!(
-            "access: the credentials have every permission the suite needs (asked in {:.1} s)",
-            started.elapsed().as_secs_f64()
-        ));
-        return Ok(());
-    }
-    let list: Vec<String> = missing.iter().map(|m| format!("  {m}")).collect();
-    Err((
-        exit::FORBIDDEN,
-        format!(
-            "these credentials lack {} permission(s) the suite needs, on every namespace:\n{}\nGrant them: `{} rbac \
-             --namespace NS --service-account NAME | kubectl apply -f -` prints a ClusterRole with exactly the \
-             suite's permissions and binds it to that ServiceAccount; or run with credentials that have them.",
-            missing.len(),
-            list.join("\n"),
-            crate::program(),
-        ),
-    ))
 }
 
 fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: RunResult) -> Result<u8, Early> {

@@ -35,5 +35,6 @@ pub fn of(f: Failure) -> u8 {
         Failure::BadInput => BAD_INPUT,
         Failure::ClusterDown => CLUSTER_DOWN,
         Failure::InstallFailed => INSTALL_FAILED,
+        Failure::Forbidden => FORBIDDEN,
     }
 }

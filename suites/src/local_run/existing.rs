@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dracheck_clusters::{LocalCluster, reach};
+use dracheck_clusters::{Failure, LocalCluster, reach};
 use kube::api::{Api, ListParams};
 
 use super::{Finished, NotUp, Started, driver_facts, plan, run_on, unreachable};
@@ -62,6 +62,21 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
              Kubernetes 1.34 and later serve it: upgrade the cluster or use the local one (--cluster local)",
             version.git_version
         )));
+    }
+    // Short of a permission, a run would fail scenarios one by one with a 403 in their
+    // evidence; asked first, every gap of the credentials is named at once.
+    if cfg.local.is_none() {
+        let asked = std::time::Instant::now();
+        let missing = crate::access::missing(&client).await.map_err(|e| {
+            unreachable(format!("asking the cluster at {server} what these credentials may do: {}", reach::cause(&e)))
+        })?;
+        if !missing.is_empty() {
+            return Err(NotUp { failure: Failure::Forbidden, message: crate::access::refusal(&missing) });
+        }
+        progress.line(format!(
+            "access: the credentials have every permission the suite needs (asked in {:.1} s)",
+            asked.elapsed().as_secs_f64()
+        ));
     }
     let facts = ClusterFacts {
         provider: if cfg.local.is_some() { "local" } else { "kubeconfig" }.into(),
