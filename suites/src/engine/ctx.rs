@@ -448,12 +448,7 @@ impl<'a> Ctx<'a> {
                 .collect();
             out.push(Evidence { title: format!("events of pod {pod}"), body: lines.join("\n") });
         }
-        if let Some(log) = self.target.kubelet_log(&self.node, 20).await {
-            out.push(Evidence { title: format!("kubelet log on {}", self.node), body: log });
-        }
-        if let Some(log) = self.target.driver_log(&self.node, 20).await {
-            out.push(Evidence { title: format!("driver log on {}", self.node), body: log });
-        }
+        out.extend(self.target.node_logs(&self.node, 20).await);
         out
     }
 }

@@ -282,7 +282,7 @@ async fn run_one(
     let on = if node.is_empty() { String::new() } else { format!(" on {node}") };
     progress(&format!("{}: started{on}", s.name));
     let started = Instant::now();
-    let ctx = Ctx::new(target, profile, ns.clone(), &plan.run_id, s.name, node, spare, progress);
+    let ctx = Ctx::new(target, profile, ns.clone(), &plan.run_id, s.name, node.clone(), spare, progress);
     let outcome = match tokio::time::timeout(plan.scenario_timeout, (s.run)(&ctx)).await {
         Ok(r) => r,
         Err(_) => Err(ScenarioError::Deadline(plan.scenario_timeout)),
@@ -295,14 +295,20 @@ async fn run_one(
     {
         progress(&format!("{}: after its checks: {e}", s.name));
     }
-    for id in ids {
-        if !results.iter().any(|r| r.id == *id) {
-            let reason = match &outcome {
-                Err(e) => format!("not checked: {e}"),
-                Ok(()) => "the scenario ended without checking it".into(),
-            };
-            results.push(verdict(id, s.name, Verdict::Fail, reason));
-        }
+    // A scenario that stopped before its checks (a pod that never ran, a wait that ran out)
+    // says only what it waited for; the node's logs say what the kubelet and the driver did.
+    let unchecked: Vec<&str> = ids.iter().copied().filter(|id| !results.iter().any(|r| r.id == *id)).collect();
+    let node_logs = match &outcome {
+        Err(_) if !unchecked.is_empty() && !node.is_empty() => target.node_logs(&node, 30).await,
+        _ => Vec::new(),
+    };
+    for id in unchecked {
+        let mut result = match &outcome {
+            Err(e) => verdict(id, s.name, Verdict::Fail, format!("not checked: {e}")),
+            Ok(()) => verdict(id, s.name, Verdict::Fail, "the scenario ended without checking it".into()),
+        };
+        result.evidence = node_logs.clone();
+        results.push(result);
     }
     results.retain(|r| ids.contains(&r.id.as_str()));
     let failed = results.iter().filter(|r| r.verdict == Verdict::Fail).count();

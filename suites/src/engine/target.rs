@@ -352,6 +352,19 @@ impl Target {
         Some(local.nodes().iter().find(|n| n.name() == node)?.log_tail(lines))
     }
 
+    /// The last `lines` of the kubelet's and the driver's logs on `node`, as evidence: the
+    /// node's own account of what it did with a pod.
+    pub async fn node_logs(&self, node: &str, lines: usize) -> Vec<crate::result::Evidence> {
+        let mut out = Vec::new();
+        if let Some(log) = self.kubelet_log(node, lines).await {
+            out.push(crate::result::Evidence { title: format!("kubelet log on {node}"), body: log });
+        }
+        if let Some(log) = self.driver_log(node, lines).await {
+            out.push(crate::result::Evidence { title: format!("driver log on {node}"), body: log });
+        }
+        out
+    }
+
     /// The kubelet's DRA checkpoint of `node` (claim UID → CDI device IDs), where it can be
     /// read: the local cluster's nodes keep it in their root dir, as the kubelet does.
     pub async fn prepared_claims(&self, node: &str) -> Option<Vec<(String, Vec<String>)>> {
