@@ -266,11 +266,7 @@ pub async fn retrieve(args: RetrieveArgs) -> u8 {
 }
 
 async fn retrieve_results(args: &RetrieveArgs) -> Result<u8, Early> {
-    let loaded = crate::kubeconfig::load(args.kubeconfig.as_deref(), &crate::kubeconfig::Env::of_process())
-        .map_err(crate::kubeconfig::Error::early)?;
-    let config = loaded.config(args.context.as_deref()).await.map_err(crate::kubeconfig::Error::early)?;
-    let client = kube::Client::try_from(config)
-        .map_err(|e| (exit::CLUSTER_DOWN, format!("cannot make a client of the kubeconfig: {e}")))?;
+    let client = crate::explain::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let jobs: Api<Job> = Api::namespaced(client.clone(), &args.namespace);
     let (ns, name) = (&args.namespace, &args.name);
     eprintln!("waiting for Job {ns}/{name} to finish (at most {} s)", args.wait);

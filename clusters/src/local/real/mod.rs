@@ -479,9 +479,6 @@ pub fn scrub_node(cgroups: &Cgroups, prefix: &str, root: &Path, name: &str) -> V
     found
 }
 
-/// Scrubs every real node of the cluster in `cluster_dir` and writes back the kernel
-/// settings recorded before its first node started. A cluster without real nodes has
-/// nothing to scrub.
 /// Imports an image archive into every real node of the running cluster recorded in
 /// `cluster_dir`, as `kind load image-archive` does: its pods then run it without a registry.
 /// Returns the nodes it went to.
@@ -513,6 +510,9 @@ pub async fn load_image(cluster_dir: &Path, archive: &Path, progress: &Progress)
     Ok(nodes.into_iter().map(|(name, _)| name).collect())
 }
 
+/// Scrubs every real node of the cluster in `cluster_dir` and writes back the kernel
+/// settings recorded before its first node started. A cluster without real nodes has
+/// nothing to scrub.
 pub fn scrub(cluster_dir: &Path) -> Vec<String> {
     if !host::has_real_nodes(cluster_dir) {
         return Vec::new();
