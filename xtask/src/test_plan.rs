@@ -33,6 +33,9 @@ struct Ran {
     shown: String,
     took: Duration,
     ok: bool,
+    /// The panic messages of its failed tests, repeated under the summary: a log that is cut
+    /// in the middle (a CI system's excerpt) still shows why.
+    panics: Vec<String>,
 }
 
 /// Builds every test binary, runs them in the two phases and prints the summary; the exit
@@ -63,6 +66,12 @@ pub async fn run(cargo: &str, root: &std::path::Path) -> u8 {
     eprintln!("\n==> test binaries ({:.1} min in all):", started.elapsed().as_secs_f64() / 60.0);
     for r in &ran {
         eprintln!("  {} {:>7.1} s  {}", if r.ok { "ok  " } else { "FAIL" }, r.took.as_secs_f64(), r.shown);
+    }
+    for r in ran.iter().filter(|r| !r.ok && !r.panics.is_empty()) {
+        eprintln!("\n==> why {} failed:", r.shown);
+        for p in &r.panics {
+            eprintln!("{p}");
+        }
     }
     let failed: Vec<&str> = ran.iter().filter(|r| !r.ok).map(|r| r.shown.as_str()).collect();
     if failed.is_empty() {
@@ -110,15 +119,16 @@ async fn sequence(binaries: &[TestBinary], how: &str) -> Vec<Ran> {
     for b in binaries {
         eprintln!("==> {} ({how})", b.shown);
         let started = Instant::now();
-        let status = Command::new(&b.executable).current_dir(&b.dir).env("CARGO_MANIFEST_DIR", &b.dir).status().await;
-        let ok = match status {
-            Ok(s) => s.success(),
+        let mut cmd = Command::new(&b.executable);
+        cmd.current_dir(&b.dir).env("CARGO_MANIFEST_DIR", &b.dir);
+        let (ok, panics) = match run_passing_through(cmd).await {
+            Ok((status, panics)) => (status.success(), panics),
             Err(e) => {
                 eprintln!("dracheck: could not run {}: {e}", b.executable.display());
-                false
+                (false, Vec::new())
             }
         };
-        ran.push(Ran { shown: b.shown.clone(), took: started.elapsed(), ok });
+        ran.push(Ran { shown: b.shown.clone(), took: started.elapsed(), ok, panics });
     }
     ran
 }
@@ -128,5 +138,112 @@ async fn doc_tests(cargo: &str, root: &std::path::Path) -> Ran {
     eprintln!("==> doc tests");
     let started = Instant::now();
     let status = Command::new(cargo).args(["test", "--workspace", "--doc"]).current_dir(root).status().await;
-    Ran { shown: "doc tests".into(), took: started.elapsed(), ok: status.is_ok_and(|s| s.success()) }
+    Ran {
+        shown: "doc tests".into(),
+        took: started.elapsed(),
+        ok: status.is_ok_and(|s| s.success()),
+        panics: Vec::new(),
+    }
+}
+
+/// Runs `cmd` with its stdout and stderr passed on line by line as they come, and returns its
+/// status with the panic messages it printed.
+async fn run_passing_through(mut cmd: Command) -> std::io::Result<(std::process::ExitStatus, Vec<String>)> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn()?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let pass = |from: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>, to_stdout: bool| async move {
+        let mut panics = Panics::default();
+        let Some(from) = from else { return panics };
+        let mut lines = BufReader::new(from).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let out = format!("{line}\n");
+            // A closed terminal is no reason to stop the tests: the line is dropped.
+            let _ = if to_stdout {
+                tokio::io::stdout().write_all(out.as_bytes()).await
+            } else {
+                tokio::io::stderr().write_all(out.as_bytes()).await
+            };
+            panics.read(&line);
+        }
+        panics
+    };
+    let out = pass(stdout.map(|s| Box::new(s) as _), true);
+    let err = pass(stderr.map(|s| Box::new(s) as _), false);
+    let (out, err, status) = tokio::join!(out, err, child.wait());
+    Ok((status?, out.into_messages().into_iter().chain(err.into_messages()).collect()))
+}
+
+/// Collects panic messages from a test binary's output: from libtest's `thread '…' panicked at`
+/// line to the backtrace or the next section, at most [`Panics::LINES`] lines each.
+#[derive(Default)]
+struct Panics {
+    current: Option<Vec<String>>,
+    done: Vec<String>,
+}
+
+impl Panics {
+    const LINES: usize = 40;
+    const MOST: usize = 5;
+
+    fn read(&mut self, line: &str) {
+        if line.starts_with("thread '") && line.contains("' panicked at ") {
+            self.finish();
+            if self.done.len() < Self::MOST {
+                self.current = Some(vec![format!("  {line}")]);
+            }
+            return;
+        }
+        let Some(current) = &mut self.current else { return };
+        let ends = ["stack backtrace:", "note: run with", "---- ", "failures:", "test result:"];
+        if ends.iter().any(|e| line.starts_with(e)) {
+            self.finish();
+        } else if current.len() < Self::LINES {
+            current.push(format!("  {line}"));
+        }
+    }
+
+    /// The messages, the last one ended by the end of the output.
+    fn into_messages(mut self) -> Vec<String> {
+        self.finish();
+        self.done
+    }
+
+    fn finish(&mut self) {
+        if let Some(lines) = self.current.take() {
+            self.done.push(lines.join("\n").trim_end().to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Panics;
+
+    #[test]
+    fn a_panic_message_is_kept_up_to_the_backtrace() {
+        let mut p = Panics::default();
+        for line in [
+            "running 1 test",
+            "---- it stdout ----",
+            "[x] progress",
+            "thread 'it' panicked at suites/tests/x.rs:3:5:",
+            "plugin.a is fail: no socket",
+            "",
+            "plugin.b is skip: why",
+            "stack backtrace:",
+            "   0: std::panicking",
+            "thread 'other' panicked at a.rs:1:1:",
+            "cut short",
+        ] {
+            p.read(line);
+        }
+        let messages = p.into_messages();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(
+            messages[0],
+            "  thread 'it' panicked at suites/tests/x.rs:3:5:\n  plugin.a is fail: no socket\n  \n  plugin.b is skip: why"
+        );
+        assert_eq!(messages[1], "  thread 'other' panicked at a.rs:1:1:\n  cut short");
+    }
 }
