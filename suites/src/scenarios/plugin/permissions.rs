@@ -163,7 +163,13 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         .list(&Default::default())
         .await
         .ok()
-        .and_then(|l| l.items.into_iter().find(|s| s.spec.node_name.as_deref().is_some_and(|n| n != account.node)))
+        // A slice of the cluster's own nodes: the plugin tier's stand-in nodes, whose scenarios
+        // run beside this one, come and go with their slices.
+        .and_then(|l| {
+            l.items.into_iter().find(|s| {
+                s.spec.node_name.as_deref().is_some_and(|n| n != account.node && nodes.iter().any(|live| live == n))
+            })
+        })
         .and_then(|s| Some((s.metadata.name?, s.spec.node_name?)));
 
     // Each write is tried again until refused, for as long as a just-applied policy may take.
