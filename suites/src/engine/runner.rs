@@ -161,25 +161,32 @@ async fn run_profile(
     };
     let class_error = ensure_class(target, profile, &plan.run_id).await.err().map(|e| e.to_string());
 
-    // Which scenarios run, and on which node each role runs.
+    // Which scenarios run, and on which node each role runs: a node of its own for each role
+    // where there are enough, else the roles dealt round the nodes, each node's one after the
+    // other. Node removal then waits for every other group: without a spare node, the pod it
+    // moves off the removed node may land on any other, beside another group's scenario.
     let selected = selected(plan, profile);
     let roles = roles_of(plan, profile);
     let distinct = nodes.len() >= roles.len();
-    let node_of = |role: Role| -> String {
-        let i = if distinct { roles.iter().position(|r| *r == role).unwrap_or(0) } else { 0 };
-        nodes.get(i).cloned().unwrap_or_default()
-    };
+    let lanes = if distinct { roles.len() } else { nodes.len() }.max(1);
+    let lane_of = |role: Role| roles.iter().position(|r| *r == role).unwrap_or(0) % lanes;
+    let node_of = |role: Role| -> String { nodes.get(lane_of(role)).cloned().unwrap_or_default() };
     let spare: Vec<String> = if distinct { nodes[roles.len()..].to_vec() } else { Vec::new() };
 
-    let mut groups: Vec<(Role, Vec<Selected>)> = Vec::new();
+    let mut groups: Vec<(usize, Vec<Selected>)> = Vec::new();
+    let mut last: Vec<Selected> = Vec::new();
     for (s, ids) in selected {
-        let key = if distinct { s.role } else { Role::General };
-        match groups.iter_mut().find(|(r, _)| *r == key) {
+        if !distinct && s.role == Role::Removal {
+            last.push((s, ids));
+            continue;
+        }
+        let lane = lane_of(s.role);
+        match groups.iter_mut().find(|(l, _)| *l == lane) {
             Some((_, g)) => g.push((s, ids)),
-            None => groups.push((key, vec![(s, ids)])),
+            None => groups.push((lane, vec![(s, ids)])),
         }
     }
-    let runs = groups.into_iter().map(|(_, group)| {
+    let run_group = |group: Vec<Selected>| {
         let spare = spare.clone();
         let class_error = class_error.clone();
         async move {
@@ -206,9 +213,13 @@ async fn run_profile(
             }
             (out, allocations, t)
         }
-    });
+    };
+    let mut ran = futures::future::join_all(groups.into_iter().map(|(_, group)| run_group(group))).await;
+    if !last.is_empty() {
+        ran.push(run_group(last).await);
+    }
     let mut timings = BTreeMap::new();
-    for (r, a, t) in futures::future::join_all(runs).await {
+    for (r, a, t) in ran {
         result.guarantees.extend(r);
         for d in a {
             if !result.allocated_devices.contains(&d) {
