@@ -161,26 +161,19 @@ async fn run_profile(
     };
     let class_error = ensure_class(target, profile, &plan.run_id).await.err().map(|e| e.to_string());
 
-    // Which scenarios run, and on which node each role runs: a node of its own for each role
-    // where there are enough, else the roles dealt round the nodes, each node's one after the
-    // other. Node removal then waits for every other group: without a spare node, the pod it
-    // moves off the removed node may land on any other, beside another group's scenario.
     let selected = selected(plan, profile);
-    let roles = roles_of(plan, profile);
-    let distinct = nodes.len() >= roles.len();
-    let lanes = if distinct { roles.len() } else { nodes.len() }.max(1);
-    let lane_of = |role: Role| roles.iter().position(|r| *r == role).unwrap_or(0) % lanes;
-    let node_of = |role: Role| -> String { nodes.get(lane_of(role)).cloned().unwrap_or_default() };
-    let spare: Vec<String> = if distinct { nodes[roles.len()..].to_vec() } else { Vec::new() };
+    let lanes = Lanes::new(roles_of(plan, profile), nodes.len());
+    let node_of = |role: Role| -> String { nodes.get(lanes.of(role)).cloned().unwrap_or_default() };
+    let spare: Vec<String> = nodes.get(lanes.spare_from()..).map(<[String]>::to_vec).unwrap_or_default();
 
     let mut groups: Vec<(usize, Vec<Selected>)> = Vec::new();
     let mut last: Vec<Selected> = Vec::new();
     for (s, ids) in selected {
-        if !distinct && s.role == Role::Removal {
+        if lanes.last(s.role) {
             last.push((s, ids));
             continue;
         }
-        let lane = lane_of(s.role);
+        let lane = lanes.of(s.role);
         match groups.iter_mut().find(|(l, _)| *l == lane) {
             Some((_, g)) => g.push((s, ids)),
             None => groups.push((lane, vec![(s, ids)])),
@@ -236,6 +229,39 @@ async fn run_profile(
         let _ = api.delete(profile.class_name(), &DeleteParams::default()).await;
     }
     (result, timings)
+}
+
+/// On which node each role of a profile runs: a node of its own for each role where there are
+/// enough (the rest are spare), else the roles dealt round the nodes, each node's groups one
+/// after the other. Node removal then waits for every other group: without a spare node, the
+/// pod it moves off the removed node may land on any other node, beside another group.
+struct Lanes {
+    roles: Vec<Role>,
+    count: usize,
+    distinct: bool,
+}
+
+impl Lanes {
+    fn new(roles: Vec<Role>, nodes: usize) -> Lanes {
+        let distinct = nodes >= roles.len();
+        let count = if distinct { roles.len() } else { nodes }.max(1);
+        Lanes { roles, count, distinct }
+    }
+
+    /// The index of the node that `role` runs on.
+    fn of(&self, role: Role) -> usize {
+        self.roles.iter().position(|r| *r == role).unwrap_or(0) % self.count
+    }
+
+    /// Whether `role` runs alone, after every other group.
+    fn last(&self, role: Role) -> bool {
+        !self.distinct && role == Role::Removal
+    }
+
+    /// The first node that no role runs on; the nodes from it on are spare.
+    fn spare_from(&self) -> usize {
+        if self.distinct { self.roles.len() } else { usize::MAX }
+    }
 }
 
 /// Creates the profile's inline DeviceClass (replacing a leftover of an earlier run), or
@@ -410,4 +436,33 @@ pub async fn cleanup_run(client: &kube::Client, run_id: &str) {
     let _ = nss.delete_collection(&DeleteParams::background(), &lp).await;
     let classes: Api<DeviceClass> = Api::all(client.clone());
     let _ = classes.delete_collection(&DeleteParams::default(), &lp).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Lanes, Role};
+
+    const ROLES: [Role; 5] = [Role::General, Role::Exhaustion, Role::Restarts, Role::Outages, Role::Removal];
+
+    #[test]
+    fn each_role_has_a_node_of_its_own_where_there_are_enough() {
+        let lanes = Lanes::new(ROLES.to_vec(), 7);
+        assert_eq!(ROLES.map(|r| lanes.of(r)), [0, 1, 2, 3, 4]);
+        assert!(!ROLES.iter().any(|r| lanes.last(*r)));
+        assert_eq!(lanes.spare_from(), 5);
+    }
+
+    #[test]
+    fn fewer_nodes_take_the_roles_in_turn_and_removal_runs_last() {
+        let lanes = Lanes::new(ROLES.to_vec(), 3);
+        assert_eq!(ROLES[..4].iter().map(|r| lanes.of(*r)).collect::<Vec<_>>(), [0, 1, 2, 0]);
+        assert!(lanes.last(Role::Removal));
+        assert!(!lanes.last(Role::General));
+        assert_eq!(lanes.spare_from(), usize::MAX);
+        // One node, or none known: everything on the first, one after the other.
+        for nodes in [0, 1] {
+            let lanes = Lanes::new(ROLES.to_vec(), nodes);
+            assert!(ROLES.iter().all(|r| lanes.of(*r) == 0));
+        }
+    }
 }
