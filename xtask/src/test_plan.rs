@@ -149,29 +149,28 @@ async fn doc_tests(cargo: &str, root: &std::path::Path) -> Ran {
 /// Runs `cmd` with its stdout and stderr passed on line by line as they come, and returns its
 /// status with the panic messages it printed.
 async fn run_passing_through(mut cmd: Command) -> std::io::Result<(std::process::ExitStatus, Vec<String>)> {
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
     let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn()?;
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let pass = |from: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>, to_stdout: bool| async move {
-        let mut panics = Panics::default();
-        let Some(from) = from else { return panics };
-        let mut lines = BufReader::new(from).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let out = format!("{line}\n");
-            // A closed terminal is no reason to stop the tests: the line is dropped.
-            let _ = if to_stdout {
-                tokio::io::stdout().write_all(out.as_bytes()).await
-            } else {
-                tokio::io::stderr().write_all(out.as_bytes()).await
-            };
-            panics.read(&line);
-        }
-        panics
-    };
-    let out = pass(stdout.map(|s| Box::new(s) as _), true);
-    let err = pass(stderr.map(|s| Box::new(s) as _), false);
+    let out = pass_lines(child.stdout.take(), tokio::io::stdout());
+    let err = pass_lines(child.stderr.take(), tokio::io::stderr());
     let (out, err, status) = tokio::join!(out, err, child.wait());
     Ok((status?, out.into_messages().into_iter().chain(err.into_messages()).collect()))
+}
+
+/// Copies the lines of `from` to `to` and reads the panic messages among them.
+async fn pass_lines(
+    from: Option<impl tokio::io::AsyncRead + Unpin>,
+    mut to: impl tokio::io::AsyncWrite + Unpin,
+) -> Panics {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let mut panics = Panics::default();
+    let Some(from) = from else { return panics };
+    let mut lines = tokio::io::BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        // A closed terminal is no reason to stop the tests: the line is dropped.
+        let _ = to.write_all(format!("{line}\n").as_bytes()).await;
+        panics.read(&line);
+    }
+    panics
 }
 
 /// Collects panic messages from a test binary's output: from libtest's `thread '…' panicked at`
@@ -218,7 +217,16 @@ impl Panics {
 
 #[cfg(test)]
 mod tests {
-    use super::Panics;
+    use super::{Panics, run_passing_through};
+
+    #[tokio::test]
+    async fn a_binary_s_output_passes_through_and_its_panics_are_kept() {
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.args(["-c", "echo running; echo \"thread 'x' panicked at y.rs:1:1:\" >&2; echo boom >&2; exit 101"]);
+        let (status, panics) = run_passing_through(cmd).await.expect("sh runs");
+        assert_eq!(status.code(), Some(101));
+        assert_eq!(panics, ["  thread 'x' panicked at y.rs:1:1:\n  boom"]);
+    }
 
     #[test]
     fn a_panic_message_is_kept_up_to_the_backtrace() {

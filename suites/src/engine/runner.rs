@@ -44,6 +44,16 @@ pub struct Plan {
     pub namespaces: NamespaceLifetime,
 }
 
+impl Plan {
+    /// A place among the groups that `--parallel N` lets run at once; `None` where it sets no bound.
+    async fn permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        match &self.parallel {
+            Some(limit) => Some(limit.acquire().await.expect("the semaphore is never closed")),
+            None => None,
+        }
+    }
+}
+
 /// When a scenario's namespaces are deleted. Its pods and claims go when it ends either way,
 /// so that the next scenario on the node finds the devices free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,10 +82,7 @@ pub async fn run(target: &Target, plan: &Plan, progress: &(dyn Fn(&str) + Sync))
     let mut timings = BTreeMap::new();
     let mut driver_guarantees = Vec::new();
     let driver_runs = driver_selected(plan).into_iter().map(|(s, ids)| async move {
-        let _permit = match &plan.parallel {
-            Some(limit) => Some(limit.acquire().await.expect("the semaphore is never closed")),
-            None => None,
-        };
+        let _permit = plan.permit().await;
         let started = Instant::now();
         let (results, _) = run_one(target, plan, s, None, &ids, String::new(), Vec::new(), progress).await;
         (s, results, started.elapsed())
@@ -186,10 +193,7 @@ async fn run_profile(
             let mut out = Vec::new();
             let mut allocations = Vec::new();
             let mut t = BTreeMap::new();
-            let _permit = match &plan.parallel {
-                Some(limit) => Some(limit.acquire().await.expect("the semaphore is never closed")),
-                None => None,
-            };
+            let _permit = plan.permit().await;
             for (s, ids) in group {
                 let started = Instant::now();
                 let (results, alloc) = match &class_error {
