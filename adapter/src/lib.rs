@@ -348,11 +348,21 @@ pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, AdapterErro
     // built binary stays quiet.
     let first = !candidates.iter().any(|p| p.is_file());
     if first {
-        eprintln!("building {bin} (`cargo build --package {package}`), once: a minute or two on a fresh checkout");
+        eprintln!(
+            "building {bin} (`cargo build --package {package}`), once: seconds after the command line's own build"
+        );
     }
     let quiet: &[&str] = if first { &[] } else { &["--quiet"] };
-    let status = std::process::Command::new(&cargo)
-        .args(["build", "--package", package, "--bin", bin])
+    // Without `cargo run`'s variables (`cargo_run_vars`) cargo reuses the command line's build;
+    // with them it reran ring's build script and compiled the stack again (90 s of a fresh
+    // machine's first run). The command line's package is selected too so that the features
+    // are resolved with it, as for `cargo xtask`; that part was not measured on its own.
+    let mut command = std::process::Command::new(&cargo);
+    for var in cargo_run_vars() {
+        command.env_remove(var);
+    }
+    let status = command
+        .args(["build", "--package", CLI_PACKAGE, "--package", package, "--bin", bin])
         .args(quiet)
         .current_dir(workspace)
         .status()
@@ -362,6 +372,27 @@ pub fn workspace_binary(package: &str, bin: &str) -> Result<PathBuf, AdapterErro
     }
     candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| AdapterError::NotBuilt { bin: bin.into(), exe })
 }
+
+/// The variables `cargo run` sets for the program it runs (`CARGO_PKG_*`, `CARGO_MANIFEST_*`,
+/// …), as this process has them: a cargo started from here must not see them. Build scripts
+/// that read such a variable through `rerun-if-env-changed` (ring reads `CARGO_PKG_NAME`,
+/// `CARGO_MANIFEST_DIR`, `OUT_DIR`) compare it with cargo's own environment, so a nested
+/// cargo that inherits them reruns ring's build script and recompiles rustls, kube and
+/// everything above them, and the next cargo from the shell does it all again.
+pub fn cargo_run_vars() -> Vec<std::ffi::OsString> {
+    const EXACT: [&str; 4] = ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE", "OUT_DIR"];
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            let name = name.to_string_lossy();
+            name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_MANIFEST_") || EXACT.contains(&name.as_ref())
+        })
+        .collect()
+}
+
+/// The workspace's command line (`cargo xtask`), whose build every checkout build of a driver
+/// shares.
+const CLI_PACKAGE: &str = "xtask";
 
 /// The checkout this program was built from, where it runs from it: cargo runs it (`cargo
 /// xtask`, `cargo run`), or it lies in that checkout (its `target/`). `None` for an installed or

@@ -103,6 +103,7 @@ async fn a_dying_etcd_is_reported_with_its_log_and_nothing_is_left_running() {
         Some(dir) => dracheck_clusters::local::BinDir::existing(Path::new(&dir)).unwrap(),
         None => dracheck_clusters::local::binaries::cached_or_build(
             default_release(),
+            dracheck_clusters::local::NodeKind::Emulated,
             &dracheck_clusters::local::Progress::stderr(),
         )
         .await

@@ -86,85 +86,191 @@ pub fn cache_root() -> PathBuf {
 /// The directory holding the recipe's binaries, built into the cache on first use. Concurrent
 /// callers (parallel tests, two terminals) wait on a file lock instead of building twice.
 pub async fn cached_or_build(recipe: &GoRecipe, progress: &Progress) -> Result<PathBuf> {
-    let root = recipe.root();
-    let bin = root.join("bin");
-    let stamp = root.join("stamp");
-    let wanted_stamp = recipe.stamp();
-    let is_fresh = |stamp: &Path| std::fs::read_to_string(stamp).is_ok_and(|s| s == wanted_stamp);
-    if is_fresh(&stamp) {
-        return Ok(bin);
-    }
-    std::fs::create_dir_all(&root).map_err(GoBuildError::io(format!("creating {}", root.display())))?;
-    let _lock = FileLock::acquire(root.join("lock"), progress).await?;
-    if !is_fresh(&stamp) {
-        build(recipe, &root, &bin, progress).await?;
-        std::fs::write(&stamp, &wanted_stamp).map_err(GoBuildError::io("writing the build stamp"))?;
-    }
-    Ok(bin)
+    Ok(cached_or_build_all(std::slice::from_ref(recipe), progress).await?.remove(0))
 }
 
-async fn build(recipe: &GoRecipe, root: &Path, bin: &Path, progress: &Progress) -> Result<()> {
-    let go_version = go_version(recipe)?;
-    let src = root.join("recipe");
-    std::fs::create_dir_all(&src).map_err(GoBuildError::io(format!("creating {}", src.display())))?;
-    std::fs::create_dir_all(bin).map_err(GoBuildError::io(format!("creating {}", bin.display())))?;
-    std::fs::write(src.join("go.mod"), recipe.go_mod).map_err(GoBuildError::io("writing go.mod"))?;
-    std::fs::write(src.join("go.sum"), recipe.go_sum).map_err(GoBuildError::io("writing go.sum"))?;
-    let log_path = root.join("build.log");
-    progress.line(format!(
-        "building {} from Go modules with {go_version} (first run only; {}, log: {})",
-        recipe.what,
-        recipe.estimate,
-        log_path.display()
-    ));
-    let total = Instant::now();
-    for binary in &recipe.binaries {
+/// [`cached_or_build`] for several recipes at once, their bin dirs in the order given. What is
+/// missing is built with as few `go build` invocations as the recipes allow: the binaries of
+/// one module (the same `go.mod` and `go.sum`, like the control plane and the kubelet) and the
+/// same cgo and tags are one invocation, which compiles and links them side by side; the
+/// invocations of different modules run at the same time. On two cores one binary at a time
+/// left a core idle through every link and every module download.
+pub async fn cached_or_build_all(recipes: &[GoRecipe], progress: &Progress) -> Result<Vec<PathBuf>> {
+    let bins: Vec<PathBuf> = recipes.iter().map(|r| r.root().join("bin")).collect();
+    let mut stale: Vec<&GoRecipe> = recipes.iter().filter(|r| !r.is_fresh()).collect();
+    if stale.is_empty() {
+        return Ok(bins);
+    }
+    // One order for every caller, so that two processes taking several locks cannot deadlock.
+    stale.sort_by_key(|r| r.root());
+    stale.dedup_by_key(|r| r.root());
+    let mut locks = Vec::new();
+    for recipe in &stale {
+        let root = recipe.root();
+        std::fs::create_dir_all(&root).map_err(GoBuildError::io(format!("creating {}", root.display())))?;
+        locks.push(FileLock::acquire(root.join("lock"), progress).await?);
+    }
+    // Another process may have built some while this one waited for their locks.
+    stale.retain(|r| !r.is_fresh());
+    let go_version = if stale.is_empty() { String::new() } else { go_version(stale[0])? };
+    let builds = invocations(&stale).into_iter().map(|inv| inv.run(&go_version, progress));
+    futures::future::try_join_all(builds).await?;
+    for recipe in &stale {
+        std::fs::write(recipe.root().join("stamp"), recipe.stamp())
+            .map_err(GoBuildError::io("writing the build stamp"))?;
+    }
+    drop(locks);
+    Ok(bins)
+}
+
+impl GoRecipe {
+    fn is_fresh(&self) -> bool {
+        std::fs::read_to_string(self.root().join("stamp")).is_ok_and(|s| s == self.stamp())
+    }
+}
+
+/// One `go build`: binaries of one module with the same cgo and tags, each moved into the bin
+/// dir of its recipe once built.
+struct Invocation<'a> {
+    /// The recipe whose dir holds the module files and the build log.
+    first: &'a GoRecipe,
+    binaries: Vec<(&'a GoRecipe, &'a GoBinary)>,
+}
+
+/// The stale recipes' binaries grouped into as few invocations as their modules, cgo and tags
+/// allow, in the order first seen.
+fn invocations<'a>(recipes: &[&'a GoRecipe]) -> Vec<Invocation<'a>> {
+    let mut out: Vec<Invocation<'a>> = Vec::new();
+    for recipe in recipes {
+        for binary in &recipe.binaries {
+            let same = |inv: &&mut Invocation<'a>| {
+                inv.first.go_mod == recipe.go_mod
+                    && inv.first.go_sum == recipe.go_sum
+                    && inv.binaries[0].1.cgo == binary.cgo
+                    && inv.binaries[0].1.tags == binary.tags
+            };
+            match out.iter_mut().find(|inv| same(inv)) {
+                Some(inv) => inv.binaries.push((recipe, binary)),
+                None => out.push(Invocation { first: recipe, binaries: vec![(recipe, binary)] }),
+            }
+        }
+    }
+    out
+}
+
+impl Invocation<'_> {
+    fn names(&self) -> String {
+        self.binaries.iter().map(|(_, b)| b.name).collect::<Vec<_>>().join(", ")
+    }
+
+    /// What the message of a failure names: every recipe the invocation builds for.
+    fn what(&self) -> String {
+        let mut whats: Vec<&str> = self.binaries.iter().map(|(r, _)| r.what.as_str()).collect();
+        whats.dedup();
+        whats.join(" and ")
+    }
+
+    /// `go build`'s arguments: `-s -w` for all, each stamped binary's version flags for its
+    /// package alone (a package pattern before `=` limits the flags to it; the last match wins).
+    fn args(&self, out_dir: &Path) -> Vec<String> {
+        let mut args: Vec<String> = vec!["build".into(), "-trimpath".into(), "-ldflags=-s -w".into()];
+        for (recipe, binary) in &self.binaries {
+            if binary.stamped {
+                args.push(format!("-ldflags={}={}", binary.package, recipe.ldflags(binary)));
+            }
+        }
+        let tags = self.binaries[0].1.tags;
+        if !tags.is_empty() {
+            args.extend(["-tags".into(), tags.into()]);
+        }
+        args.push("-o".into());
+        // A dir (trailing slash): every main package's binary goes there under its default name.
+        args.push(format!("{}/", out_dir.display()));
+        args.extend(self.binaries.iter().map(|(_, b)| b.package.to_string()));
+        args
+    }
+
+    async fn run(self, go_version: &str, progress: &Progress) -> Result<()> {
+        let root = self.first.root();
+        let src = root.join("recipe");
+        std::fs::create_dir_all(&src).map_err(GoBuildError::io(format!("creating {}", src.display())))?;
+        std::fs::write(src.join("go.mod"), self.first.go_mod).map_err(GoBuildError::io("writing go.mod"))?;
+        std::fs::write(src.join("go.sum"), self.first.go_sum).map_err(GoBuildError::io("writing go.sum"))?;
+        // Not bin/ itself: a binary appears there only once the whole invocation has succeeded.
+        let partial = tempfile::Builder::new()
+            .prefix("bin.partial")
+            .tempdir_in(&root)
+            .map_err(GoBuildError::io(format!("creating a build dir in {}", root.display())))?;
+        let out_dir = partial.path().to_path_buf();
+        let log_path = root.join("build.log");
+        progress.line(format!(
+            "building {} ({}) from Go modules with {go_version} (first run only; {}, log: {})",
+            self.what(),
+            self.names(),
+            self.first.estimate,
+            log_path.display()
+        ));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log_path)
             .map_err(GoBuildError::io(format!("opening {}", log_path.display())))?;
         let log_err = log.try_clone().map_err(GoBuildError::io("duplicating the log handle"))?;
-        let target = bin.join(format!("{}.partial", binary.name));
         let started = Instant::now();
         let mut child = tokio::process::Command::new(go_command())
-            .args(["build", "-trimpath", "-ldflags", &recipe.ldflags(binary)])
-            .args(if binary.tags.is_empty() { vec![] } else { vec!["-tags", binary.tags] })
-            .arg("-o")
-            .arg(&target)
-            .arg(binary.package)
+            .args(self.args(&out_dir))
             .current_dir(&src)
-            .env("CGO_ENABLED", if binary.cgo { "1" } else { "0" })
+            .env("CGO_ENABLED", if self.binaries[0].1.cgo { "1" } else { "0" })
             .env("GOFLAGS", "-mod=readonly")
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| no_go(recipe, e.to_string()))?;
+            .map_err(|e| no_go(self.first, e.to_string()))?;
         let status = loop {
             tokio::select! {
                 status = child.wait() => break status.map_err(GoBuildError::io("waiting for go build"))?,
                 _ = tokio::time::sleep(Duration::from_secs(30)) => {
-                    progress.line(format!("  building {}… {}", binary.name, fmt_elapsed(started.elapsed())));
+                    progress.line(format!("  building {}… {}", self.names(), fmt_elapsed(started.elapsed())));
                 }
             }
         };
         if !status.success() {
             return Err(GoBuildError::BuildFailed {
-                binary: binary.name.into(),
-                what: recipe.what.clone(),
+                binary: self.names(),
+                what: self.what(),
                 elapsed_s: started.elapsed().as_secs(),
                 log: log_path.clone(),
                 tail: log_tail(&log_path, 15),
             });
         }
-        std::fs::rename(&target, bin.join(binary.name))
-            .map_err(GoBuildError::io("moving the built binary into place"))?;
-        progress.line(format!("  built {} in {}", binary.name, fmt_elapsed(started.elapsed())));
+        for (recipe, binary) in &self.binaries {
+            let bin = recipe.root().join("bin");
+            std::fs::create_dir_all(&bin).map_err(GoBuildError::io(format!("creating {}", bin.display())))?;
+            let built = out_dir.join(default_exec_name(binary.package));
+            std::fs::rename(&built, bin.join(binary.name))
+                .map_err(GoBuildError::io(format!("moving {} into place", built.display())))?;
+        }
+        progress.line(format!("  built {} in {}", self.names(), fmt_elapsed(started.elapsed())));
+        Ok(())
     }
-    progress.line(format!("{} built in {}", recipe.what, fmt_elapsed(total.elapsed())));
-    Ok(())
+}
+
+/// The name `go build -o DIR/` gives a main package's binary: the last element of its import
+/// path, or the one before a major-version element (`go.etcd.io/etcd/server/v3` → `server`).
+fn default_exec_name(package: &str) -> &str {
+    let mut elems = package.rsplit('/');
+    let last = elems.next().unwrap_or(package);
+    let major = last.len() >= 2
+        && last.starts_with('v')
+        && last[1..].bytes().all(|b| b.is_ascii_digit())
+        && !matches!(&last[1..], "0" | "1")
+        && !last[1..].starts_with('0');
+    match elems.next() {
+        Some(before) if major => before,
+        _ => last,
+    }
 }
 
 /// Where the module cache holds the source of `module` (`path@version`) as `recipe` pins it:
@@ -323,6 +429,67 @@ mod tests {
         flags.version_ldflags = "-X main.version=v2".into();
         assert_ne!(a.stamp(), flags.stamp());
         assert_eq!(a.ldflags(&a.binaries[0]), "-s -w -X main.version=v1");
+    }
+
+    #[test]
+    fn binaries_are_named_as_go_build_names_them_in_a_dir() {
+        assert_eq!(default_exec_name("go.etcd.io/etcd/server/v3"), "server");
+        assert_eq!(default_exec_name("k8s.io/kubernetes/cmd/kube-apiserver"), "kube-apiserver");
+        assert_eq!(default_exec_name("github.com/containerd/containerd/v2/cmd/ctr"), "ctr");
+        assert_eq!(default_exec_name("github.com/opencontainers/runc"), "runc");
+        // Not major versions: v1, v0x, and a bare `v2` import path.
+        assert_eq!(default_exec_name("example.com/tool/v1"), "v1");
+        assert_eq!(default_exec_name("example.com/tool/v02"), "v02");
+        assert_eq!(default_exec_name("example.com/tool/v10"), "tool");
+        assert_eq!(default_exec_name("v2"), "v2");
+    }
+
+    #[test]
+    fn one_invocation_per_module_cgo_and_tags_with_version_flags_per_package() {
+        let mut plane = recipe("module k8s\n");
+        plane.binaries = vec![
+            GoBinary { name: "etcd", package: "go.etcd.io/etcd/server/v3", ..GoBinary::PLAIN },
+            GoBinary {
+                name: "kube-apiserver",
+                package: "k8s.io/kubernetes/cmd/kube-apiserver",
+                stamped: true,
+                ..GoBinary::PLAIN
+            },
+        ];
+        let mut node = recipe("module k8s\n");
+        node.cache_subdir = "test/v1/node".into();
+        node.binaries = vec![GoBinary {
+            name: "kubelet",
+            package: "k8s.io/kubernetes/cmd/kubelet",
+            stamped: true,
+            ..GoBinary::PLAIN
+        }];
+        let mut runc = recipe("module runc\n");
+        runc.binaries =
+            vec![GoBinary { name: "runc", package: "example.com/runc", cgo: true, tags: "seccomp", ..GoBinary::PLAIN }];
+        let groups = invocations(&[&plane, &runc, &node]);
+        assert_eq!(groups.iter().map(Invocation::names).collect::<Vec<_>>(), ["etcd, kube-apiserver, kubelet", "runc"]);
+        let args = groups[0].args(Path::new("/c/bin.partial"));
+        assert_eq!(
+            args,
+            [
+                "build",
+                "-trimpath",
+                "-ldflags=-s -w",
+                "-ldflags=k8s.io/kubernetes/cmd/kube-apiserver=-s -w -X main.version=v1",
+                "-ldflags=k8s.io/kubernetes/cmd/kubelet=-s -w -X main.version=v1",
+                "-o",
+                "/c/bin.partial/",
+                "go.etcd.io/etcd/server/v3",
+                "k8s.io/kubernetes/cmd/kube-apiserver",
+                "k8s.io/kubernetes/cmd/kubelet",
+            ]
+        );
+        assert!(groups[1].args(Path::new("/r")).windows(2).any(|w| w == ["-tags", "seccomp"]));
+        // Another module's binaries, or other tags, are never in the same invocation.
+        let mut tagged = recipe("module k8s\n");
+        tagged.binaries[0].tags = "other";
+        assert_eq!(invocations(&[&plane, &tagged]).len(), 2);
     }
 
     #[test]

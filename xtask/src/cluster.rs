@@ -175,7 +175,8 @@ pub async fn ensure_binaries(args: &BinArgs) -> Result<(), u8> {
                 None => Ok(versions::default_release()),
             };
             match release {
-                Ok(r) => binaries::cached_or_build(r, &progress).await,
+                // The node programs too, where real nodes can run: one build instead of two.
+                Ok(r) => binaries::cached_or_build(r, local::NodeKind::Real, &progress).await,
                 Err(e) => Err(e),
             }
         }

@@ -52,8 +52,9 @@ pub struct ConformanceArgs {
     /// Leave out guarantees matching this glob (repeatable).
     #[arg(long, value_name = "ID-GLOB")]
     pub skip: Vec<String>,
-    /// Nodes of the local cluster. With a node per scenario role of every profile (eight for
-    /// the mock's two profiles) all of them run side by side.
+    /// Nodes of the local cluster. With a node per scenario role of every profile (ten for the
+    /// mock's shipped profiles) all of them run side by side; more nodes deal the scenarios of
+    /// the busiest roles over more nodes, which shortens a run that waits out timeouts.
     #[arg(long, default_value_t = dracheck_suites::local_run::DEFAULT_NODES)]
     pub nodes: usize,
     /// `real`: each node runs the upstream kubelet, containerd and runc (built from their Go

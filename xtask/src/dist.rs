@@ -117,7 +117,7 @@ async fn dist(args: DistArgs) -> Result<(), Early> {
 /// reports it.
 async fn build(root: &Path, debug: bool) -> Result<Vec<(&'static str, PathBuf)>, Early> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = tokio::process::Command::new(&cargo);
+    let mut cmd = crate::cargo_command(&cargo);
     cmd.arg("build").arg("--message-format=json-render-diagnostics");
     if !debug {
         cmd.arg("--release");

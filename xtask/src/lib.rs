@@ -9,6 +9,7 @@ mod dist;
 mod drivers;
 mod exit;
 mod explain;
+mod fidelity;
 mod in_cluster;
 mod install;
 mod inventory;
@@ -114,9 +115,15 @@ enum Command {
     #[command(subcommand)]
     Profile(profiles::ProfileCommand),
     /// Build (or check) the control-plane binaries, then run the workspace's tests: the machine
-    /// state tests alone, then the fidelity table beside every other test binary, with a
-    /// summary of each binary's time. With arguments after `--`, `cargo test --workspace ARGS`.
+    /// state tests alone, then the fidelity table's tiered check (every row targeted, a rotating
+    /// few against the whole suite) beside every other test binary, with a summary of each
+    /// binary's time. `--quick`: fmt, clippy and the tests that start no cluster. With arguments
+    /// after `--`, `cargo test --workspace ARGS`.
     Test(TestArgs),
+    /// The fidelity table on its own: each mock fault against the suite, compared with the
+    /// table. Targeted (only the scenarios of each row's guarantees) by default; `--full`: every
+    /// row against the whole suite, the release gate, recorded in reports/fidelity/.
+    Fidelity(fidelity::FidelityArgs),
     /// Remove what runs that are gone (killed before their teardown) left: local state dirs
     /// in $TMPDIR, and with --kubeconfig their namespaces and DeviceClasses on that cluster.
     Cleanup(cleanup::CleanupArgs),
@@ -138,6 +145,10 @@ enum Command {
 struct TestArgs {
     #[command(flatten)]
     bins: cluster::BinArgs,
+    /// The quick tier, without clusters: cargo fmt --check, clippy -D warnings, every unit test
+    /// and the integration tests that start no cluster.
+    #[arg(long, conflicts_with = "cargo_args")]
+    quick: bool,
     /// Arguments passed on to `cargo test --workspace` (after `--`), which then runs as it is.
     #[arg(last = true)]
     cargo_args: Vec<String>,
@@ -156,6 +167,7 @@ pub fn main(program: Program) -> ExitCode {
             Command::Conformance(args) => conformance::run(*args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
             Command::Test(args) => test(args).await,
+            Command::Fidelity(args) => fidelity::run(args).await,
             Command::Report(args) => report::report(args),
             Command::Matrix(args) => report::matrix(args),
             Command::Compare(args) => report::compare(args),
@@ -174,6 +186,15 @@ pub fn main(program: Program) -> ExitCode {
 }
 
 async fn test(args: TestArgs) -> u8 {
+    if args.quick {
+        return match checkout("test") {
+            Ok(root) => test_plan::quick(&std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()), &root).await,
+            Err(msg) => {
+                eprintln!("dracheck: {msg}");
+                exit::BAD_INPUT
+            }
+        };
+    }
     // The tests start real clusters; building the binaries here first keeps that long first
     // build visible instead of hidden in a test's captured output.
     if let Err(code) = cluster::ensure_binaries(&args.bins).await {
@@ -200,12 +221,8 @@ async fn test(args: TestArgs) -> u8 {
     if args.cargo_args.is_empty() {
         return test_plan::run(&cargo, &root).await;
     }
-    let status = tokio::process::Command::new(cargo)
-        .args(["test", "--workspace"])
-        .args(&args.cargo_args)
-        .current_dir(&root)
-        .status()
-        .await;
+    let status =
+        cargo_command(&cargo).args(["test", "--workspace"]).args(&args.cargo_args).current_dir(&root).status().await;
     match status {
         Ok(s) if s.success() => exit::OK,
         Ok(s) => s.code().map_or(exit::FAILED, |c| c.clamp(1, 255) as u8),
@@ -232,4 +249,14 @@ fn checkout(command: &str) -> Result<std::path::PathBuf, String> {
             root.display()
         ))
     }
+}
+
+/// `cargo` as the shell would start it: without the variables `cargo run` gave this process,
+/// which would make cargo rebuild ring and all above it (see `dracheck_adapter::cargo_run_vars`).
+pub(crate) fn cargo_command(cargo: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(cargo);
+    for var in dracheck_adapter::cargo_run_vars() {
+        command.env_remove(var);
+    }
+    command
 }

@@ -1,10 +1,15 @@
 //! `cargo xtask test` without arguments: the workspace's tests built once, then run in two
-//! phases instead of `cargo test`'s one binary after the other. The fidelity table is most of
-//! the time and mostly waits on timeouts with the machine's CPU half idle, so every other test
-//! binary runs beside it; before that, the binaries that compare the machine's own state run
-//! alone, since they compare it only while no other run's nodes are up. Every test runs, as
-//! `cargo test --workspace` runs it (its package's dir as the working dir), and a failing
-//! binary does not stop the others: the summary names each binary with its time and outcome.
+//! phases instead of `cargo test`'s one binary after the other. The fidelity table's tiered
+//! check (every row targeted, a rotating slice of rows against the whole suite; see
+//! `dracheck_suites::fidelity::tiers`) is the longest and mostly waits on timeouts with the
+//! machine's CPU half idle, so every other test binary runs beside it; before that, the
+//! binaries that compare the machine's own state run alone, since they compare it only while
+//! no other run's nodes are up. Every test runs, as `cargo test --workspace` runs it (its
+//! package's dir as the working dir), and a failing binary does not stop the others: the
+//! summary names each binary with its time and outcome.
+//!
+//! `cargo xtask test --quick` is the tier without clusters: fmt, clippy, the unit tests and the
+//! integration tests in [`QUICK`].
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,10 +21,28 @@ use tokio::process::Command;
 const ALONE: &[&str] = &["real_nodes"];
 /// The long one, which everything else runs beside.
 const BESIDE: &[&str] = &["fidelity"];
+/// The integration tests of the quick tier: those that start no cluster and take a second or
+/// less (the architecture, the profiles and their schema, reports, the fault table's docs).
+const QUICK: &[&str] = &[
+    "architecture",
+    "profiles",
+    "render",
+    "record",
+    "matrix_compare",
+    "kind_config",
+    "provider_args",
+    "container_clusters",
+    "compare",
+    "bad_input",
+    "roundtrip",
+    "explain_cli",
+];
+/// The tests of the fidelity binary the quick tier runs: those that start no cluster.
+const QUICK_FIDELITY: &str = "the_mock_readme_shows_the_fidelity_table";
 
 /// One test executable of the workspace.
 #[derive(Debug, Clone)]
-struct TestBinary {
+pub(crate) struct TestBinary {
     /// `<package dir>: <kind> <target>`, for people.
     shown: String,
     target: String,
@@ -29,10 +52,10 @@ struct TestBinary {
 }
 
 /// How one binary (or the doc tests) went.
-struct Ran {
+pub(crate) struct Ran {
     shown: String,
     took: Duration,
-    ok: bool,
+    pub(crate) ok: bool,
     /// The panic messages of its failed tests, repeated under the summary: a log that is cut
     /// in the middle (a CI system's excerpt) still shows why.
     panics: Vec<String>,
@@ -41,7 +64,7 @@ struct Ran {
 /// Builds every test binary, runs them in the two phases and prints the summary; the exit
 /// code is 0 only if every binary passed.
 pub async fn run(cargo: &str, root: &std::path::Path) -> u8 {
-    let binaries = match build(cargo, root).await {
+    let binaries = match build(cargo, root, &[]).await {
         Ok(b) => b,
         Err(e) => {
             eprintln!("dracheck: {e}");
@@ -53,18 +76,55 @@ pub async fn run(cargo: &str, root: &std::path::Path) -> u8 {
     let (beside, rest): (Vec<TestBinary>, Vec<TestBinary>) = rest.into_iter().partition(|b| integration(BESIDE, b));
     let started = Instant::now();
 
-    let mut ran = sequence(&alone, "alone").await;
+    let mut ran = sequence(&alone, "alone", &[]).await;
     let rest_then_doc = async {
-        let mut ran = sequence(&rest, "beside the fidelity table").await;
+        let mut ran = sequence(&rest, "beside the fidelity table", &[]).await;
         ran.push(doc_tests(cargo, root).await);
         ran
     };
-    let (long, others) = tokio::join!(sequence(&beside, "beside the other tests"), rest_then_doc);
+    let tiered = crate::fidelity::env(root, crate::fidelity::Tier::Tiered);
+    let (long, others) = tokio::join!(sequence(&beside, "beside the other tests", &tiered), rest_then_doc);
     ran.extend(long);
     ran.extend(others);
+    summary(&ran, started)
+}
 
+/// The quick tier: fmt and clippy, then every unit test and the [`QUICK`] integration tests,
+/// one after the other. No cluster starts.
+pub async fn quick(cargo: &str, root: &std::path::Path) -> u8 {
+    let started = Instant::now();
+    let mut ran = Vec::new();
+    for (shown, args) in [
+        ("cargo fmt --check", &["fmt", "--all", "--", "--check"][..]),
+        ("cargo clippy", &["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"][..]),
+    ] {
+        eprintln!("==> {shown}");
+        let t = Instant::now();
+        let status = crate::cargo_command(cargo).args(args).current_dir(root).status().await;
+        ran.push(Ran { shown: shown.into(), took: t.elapsed(), ok: status.is_ok_and(|s| s.success()), panics: vec![] });
+    }
+    let binaries = match build(cargo, root, &[]).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("dracheck: {e}");
+            return crate::exit::FAILED;
+        }
+    };
+    let (fidelity, quick): (Vec<TestBinary>, Vec<TestBinary>) = binaries
+        .into_iter()
+        .filter(|b| b.kind != "test" || QUICK.contains(&b.target.as_str()) || BESIDE.contains(&b.target.as_str()))
+        .partition(|b| b.kind == "test" && BESIDE.contains(&b.target.as_str()));
+    ran.extend(sequence(&quick, "quick", &[]).await);
+    for b in &fidelity {
+        ran.extend(sequence_with_args(std::slice::from_ref(b), "quick", &[], &[QUICK_FIDELITY, "--exact"]).await);
+    }
+    summary(&ran, started)
+}
+
+/// Prints each binary's time and outcome and why the failed ones failed; 0 only if all passed.
+fn summary(ran: &[Ran], started: Instant) -> u8 {
     eprintln!("\n==> test binaries ({:.1} min in all):", started.elapsed().as_secs_f64() / 60.0);
-    for r in &ran {
+    for r in ran {
         eprintln!("  {} {:>7.1} s  {}", if r.ok { "ok  " } else { "FAIL" }, r.took.as_secs_f64(), r.shown);
     }
     for r in ran.iter().filter(|r| !r.ok && !r.panics.is_empty()) {
@@ -82,11 +142,14 @@ pub async fn run(cargo: &str, root: &std::path::Path) -> u8 {
     }
 }
 
-/// `cargo test --workspace --no-run`, read from its JSON messages: every test executable.
-async fn build(cargo: &str, root: &std::path::Path) -> Result<Vec<TestBinary>, String> {
-    eprintln!("==> building the workspace's tests");
-    let out = Command::new(cargo)
-        .args(["test", "--workspace", "--no-run", "--message-format=json-render-diagnostics"])
+/// `cargo test --no-run` (the whole workspace, or what `select` names instead), read from its
+/// JSON messages: every test executable.
+pub(crate) async fn build(cargo: &str, root: &std::path::Path, select: &[&str]) -> Result<Vec<TestBinary>, String> {
+    eprintln!("==> building the tests");
+    let select: &[&str] = if select.is_empty() { &["--workspace"] } else { select };
+    let out = crate::cargo_command(cargo)
+        .args(["test", "--no-run", "--message-format=json-render-diagnostics"])
+        .args(select)
         .current_dir(root)
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -113,14 +176,24 @@ async fn build(cargo: &str, root: &std::path::Path) -> Result<Vec<TestBinary>, S
     Ok(found)
 }
 
-/// Runs `binaries` one after the other.
-async fn sequence(binaries: &[TestBinary], how: &str) -> Vec<Ran> {
+/// Runs `binaries` one after the other, with `env` added to their environment.
+async fn sequence(binaries: &[TestBinary], how: &str, env: &[(String, String)]) -> Vec<Ran> {
+    sequence_with_args(binaries, how, env, &[]).await
+}
+
+/// [`sequence`], with `args` given to each binary (libtest's filters).
+pub(crate) async fn sequence_with_args(
+    binaries: &[TestBinary],
+    how: &str,
+    env: &[(String, String)],
+    args: &[&str],
+) -> Vec<Ran> {
     let mut ran = Vec::new();
     for b in binaries {
         eprintln!("==> {} ({how})", b.shown);
         let started = Instant::now();
         let mut cmd = Command::new(&b.executable);
-        cmd.current_dir(&b.dir).env("CARGO_MANIFEST_DIR", &b.dir);
+        cmd.current_dir(&b.dir).env("CARGO_MANIFEST_DIR", &b.dir).envs(env.iter().cloned()).args(args);
         let (ok, panics) = match run_passing_through(cmd).await {
             Ok((status, panics)) => (status.success(), panics),
             Err(e) => {
@@ -137,7 +210,7 @@ async fn sequence(binaries: &[TestBinary], how: &str) -> Vec<Ran> {
 async fn doc_tests(cargo: &str, root: &std::path::Path) -> Ran {
     eprintln!("==> doc tests");
     let started = Instant::now();
-    let status = Command::new(cargo).args(["test", "--workspace", "--doc"]).current_dir(root).status().await;
+    let status = crate::cargo_command(cargo).args(["test", "--workspace", "--doc"]).current_dir(root).status().await;
     Ran {
         shown: "doc tests".into(),
         took: started.elapsed(),

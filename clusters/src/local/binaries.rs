@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::Progress;
 use super::versions::Release;
+use super::{NodeKind, Progress};
 use crate::error::{ClusterError, Result};
 use crate::gobuild::{self, GoBinary, GoRecipe};
 
@@ -97,9 +97,21 @@ pub fn recipe(release: &Release) -> GoRecipe {
     }
 }
 
-/// The binaries of `release`, built into the cache on first use.
-pub async fn cached_or_build(release: &'static Release, progress: &Progress) -> Result<BinDir> {
-    BinDir::existing(&gobuild::cached_or_build(&recipe(release), progress).await?)
+/// The binaries of `release`, built into the cache on first use. For real nodes, where this
+/// machine can run them, their programs are built in the same go: the kubelet in the control
+/// plane's own `go build` (one module), containerd and runc beside it, instead of after the
+/// control plane has started and sits idle.
+pub async fn cached_or_build(release: &'static Release, nodes: NodeKind, progress: &Progress) -> Result<BinDir> {
+    let mut recipes = vec![recipe(release)];
+    if nodes == NodeKind::Real && super::real::host::check_support().is_ok() {
+        let [kubelet, containerd, runc] = super::real::stack::recipes(release);
+        recipes.extend([kubelet, containerd]);
+        // Without libseccomp runc cannot build; the node start says so with the fix.
+        if super::real::stack::runc_buildable() {
+            recipes.push(runc);
+        }
+    }
+    BinDir::existing(&gobuild::cached_or_build_all(&recipes, progress).await?.remove(0))
 }
 
 #[cfg(test)]

@@ -346,6 +346,9 @@ impl LocalCluster {
             if let Some(release) = release {
                 args.push(format!("--runtime-config={}", release.runtime_config()));
             }
+            if let Some(log) = std::env::var_os(AUDIT_ENV).filter(|v| !v.is_empty()) {
+                args.extend(audit_args(&dir, Path::new(&log))?);
+            }
             gates(&mut args);
             spawn(&mut running, &mut info, "kube-apiserver", args)?;
             let client = client_for(&kubeconfig, None).await?;
@@ -659,9 +662,28 @@ async fn resolve_binaries(opts: &LocalClusterOptions) -> Result<BinDir> {
                 Some(v) => versions::find_release(v)?,
                 None => versions::default_release(),
             };
-            binaries::cached_or_build(release, &opts.progress).await
+            binaries::cached_or_build(release, opts.node_kind, &opts.progress).await
         }
     }
+}
+
+/// Names a file for the API server's audit log (every request: who, verb, resource, at
+/// `Metadata` level, one JSON line each): a diagnostic of which client asks for what, as in
+/// "Progress and diagnostics".
+pub const AUDIT_ENV: &str = "DRACHECK_APISERVER_AUDIT";
+
+fn audit_args(dir: &Path, log: &Path) -> Result<Vec<String>> {
+    let policy = dir.join("audit-policy.yaml");
+    let text = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
+    std::fs::write(&policy, text).map_err(|source| ClusterError::Io {
+        context: format!("writing the audit policy {}", policy.display()),
+        source,
+    })?;
+    Ok(vec![
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", log.display()),
+        "--audit-log-format=json".into(),
+    ])
 }
 
 /// `Name=true,Other=false` normalized, or the entry that is not of that form.

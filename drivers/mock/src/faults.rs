@@ -1,7 +1,7 @@
 //! Fault switches: each makes the driver misbehave like a real driver bug, so that the suite
 //! can prove it notices. [`TABLE`] is the one place a fault is named, documented and parsed;
 //! the guarantee IDs in its comments are the ones the suite reports. The table of which fault
-//! breaks which guarantee is `suites/src/fidelity.rs`, shown in drivers/mock/README.md and
+//! breaks which guarantee is `suites/src/fidelity/mod.rs`, shown in drivers/mock/README.md and
 //! checked against real runs by `suites/tests/fidelity/`.
 
 use std::fmt;

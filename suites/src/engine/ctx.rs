@@ -290,10 +290,13 @@ impl<'a> Ctx<'a> {
         self.profile().claim().claim(&self.ns, name)
     }
 
-    /// Polls `get` every 200 ms until `ok` holds (returns the value and how long it took) or
-    /// `timeout` passes (returns the last value seen). Only for what no watch gives: lists
-    /// across objects, logs, a kubelet's files; objects are waited for with [`Ctx::wait_pod`]
-    /// and [`Ctx::wait_claim`].
+    /// Polls `get` until `ok` holds (returns the value and how long it took) or `timeout`
+    /// passes (returns the last value seen): at once, then after 100 ms, each pause half as
+    /// long again as the last up to 1 s ([`poll_pauses`]). What settles at once is seen within
+    /// a tenth of a second, and a long wait (a fault that never republishes waits out a
+    /// minute) costs the API server a LIST a second instead of five. Only for what no watch
+    /// gives: lists across objects, logs, a kubelet's files; objects are waited for with
+    /// [`Ctx::wait_pod`] and [`Ctx::wait_claim`].
     pub async fn poll_until<T, F, Fut>(
         &self,
         timeout: Duration,
@@ -305,15 +308,19 @@ impl<'a> Ctx<'a> {
         Fut: std::future::Future<Output = T>,
     {
         let started = Instant::now();
+        let mut pauses = poll_pauses();
         loop {
             let v = get().await;
             if ok(&v) {
                 return Ok((v, started.elapsed()));
             }
-            if started.elapsed() >= timeout {
+            let elapsed = started.elapsed();
+            if elapsed >= timeout {
                 return Err(v);
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // The last look is at the timeout, not up to a pause after it.
+            let pause = pauses.next().expect("the pauses never end");
+            tokio::time::sleep(pause.min(timeout - elapsed)).await;
         }
     }
 
@@ -462,5 +469,28 @@ mod erased {
         fn to_yaml(&self) -> String {
             serde_saphyr::to_string(self).unwrap_or_else(|e| format!("(not serializable: {e})"))
         }
+    }
+}
+
+/// The pauses of [`Ctx::poll_until`]: 100 ms, then each half as long again, at most 1 s.
+pub fn poll_pauses() -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(Duration::from_millis(100)), |p| Some((*p * 3 / 2).min(Duration::from_secs(1))))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn polls_start_quick_and_settle_at_a_second() {
+        let ms: Vec<u128> = super::poll_pauses().take(9).map(|d| d.as_millis()).collect();
+        assert_eq!(ms, [100, 150, 225, 337, 506, 759, 1000, 1000, 1000]);
+        // A minute's wait: about 60 looks, not the 300 a fixed 200 ms gave.
+        let mut spent = Duration::ZERO;
+        let looks = super::poll_pauses().take_while(|p| {
+            spent += *p;
+            spent < Duration::from_secs(60)
+        });
+        assert_eq!(looks.count(), 63);
     }
 }

@@ -96,9 +96,11 @@ pub async fn run(target: &Target, plan: &Plan, progress: &(dyn Fn(&str) + Sync))
     // Profiles run side by side when every one can have nodes of its own for its roles;
     // otherwise one after the other, each on all nodes (read anew: a removal takes one).
     let nodes = target.live_nodes().await;
-    let needs: Vec<usize> = plan.profiles.iter().map(|(_, p)| roles_of(plan, p).len()).collect();
+    let mut needs: Vec<usize> = plan.profiles.iter().map(|(_, p)| roles_of(plan, p).len()).collect();
     let mut profiles = Vec::new();
     if needs.iter().sum::<usize>() <= nodes.len() {
+        let scenarios: Vec<Vec<Role>> = plan.profiles.iter().map(|(_, p)| scenario_roles(plan, p)).collect();
+        spread(&mut needs, &scenarios, nodes.len());
         let mut offset = 0;
         let runs = plan.profiles.iter().zip(&needs).map(|((path, profile), need)| {
             let own = nodes[offset..offset + need].to_vec();
@@ -143,9 +145,30 @@ pub(crate) fn selected(plan: &Plan, profile: &Profile) -> Vec<Selected> {
         .collect()
 }
 
+/// The role of each selected scenario of `profile`, in the order they run.
+fn scenario_roles(plan: &Plan, profile: &Profile) -> Vec<Role> {
+    selected(plan, profile).iter().map(|(s, _)| s.role).collect()
+}
+
+/// Gives the nodes beyond every profile's roles (`nodes` less the sum of `needs`), one at a
+/// time, to the profile whose busiest lane runs the most scenarios one after the other, while
+/// it has a scenario for another node.
+fn spread(needs: &mut [usize], scenarios: &[Vec<Role>], nodes: usize) {
+    for _ in needs.iter().sum::<usize>()..nodes {
+        let busiest = (0..needs.len())
+            .map(|i| (i, Lanes::new(&scenarios[i], needs[i]).most_per_lane(&scenarios[i])))
+            .filter(|(i, _)| needs[*i] < Lanes::wanted(&scenarios[*i]))
+            .max_by_key(|(i, most)| (*most, usize::MAX - i));
+        match busiest {
+            Some((i, _)) => needs[i] += 1,
+            None => return,
+        }
+    }
+}
+
 /// The node roles `profile`'s selected scenarios need, sorted.
 pub(crate) fn roles_of(plan: &Plan, profile: &Profile) -> Vec<Role> {
-    let mut roles: Vec<Role> = selected(plan, profile).iter().map(|(s, _)| s.role).collect();
+    let mut roles = scenario_roles(plan, profile);
     roles.sort();
     roles.dedup();
     roles
@@ -169,24 +192,27 @@ async fn run_profile(
     let class_error = ensure_class(target, profile, &plan.run_id).await.err().map(|e| e.to_string());
 
     let selected = selected(plan, profile);
-    let lanes = Lanes::new(roles_of(plan, profile), nodes.len());
-    let node_of = |role: Role| -> String { nodes.get(lanes.of(role)).cloned().unwrap_or_default() };
-    let spare: Vec<String> = nodes.get(lanes.spare_from()..).map(<[String]>::to_vec).unwrap_or_default();
+    let lanes = Lanes::new(&selected.iter().map(|(s, _)| s.role).collect::<Vec<_>>(), nodes.len());
+    let node_of = |lane: usize| -> String { nodes.get(lane).cloned().unwrap_or_default() };
+    let spare: Vec<String> = lanes.spare(nodes.len()).into_iter().map(node_of).collect();
 
-    let mut groups: Vec<(usize, Vec<Selected>)> = Vec::new();
-    let mut last: Vec<Selected> = Vec::new();
+    let mut groups: Vec<(usize, Vec<(usize, Selected)>)> = Vec::new();
+    let mut last: Vec<(usize, Selected)> = Vec::new();
+    let mut nth: HashMap<Role, usize> = HashMap::new();
     for (s, ids) in selected {
+        let n = nth.entry(s.role).or_insert(0);
+        let lane = lanes.of(s.role, *n);
+        *n += 1;
         if lanes.last(s.role) {
-            last.push((s, ids));
+            last.push((lane, (s, ids)));
             continue;
         }
-        let lane = lanes.of(s.role);
         match groups.iter_mut().find(|(l, _)| *l == lane) {
-            Some((_, g)) => g.push((s, ids)),
-            None => groups.push((lane, vec![(s, ids)])),
+            Some((_, g)) => g.push((lane, (s, ids))),
+            None => groups.push((lane, vec![(lane, (s, ids))])),
         }
     }
-    let run_group = |group: Vec<Selected>| {
+    let run_group = |group: Vec<(usize, Selected)>| {
         let spare = spare.clone();
         let class_error = class_error.clone();
         async move {
@@ -194,15 +220,13 @@ async fn run_profile(
             let mut allocations = Vec::new();
             let mut t = BTreeMap::new();
             let _permit = plan.permit().await;
-            for (s, ids) in group {
+            for (lane, (s, ids)) in group {
                 let started = Instant::now();
                 let (results, alloc) = match &class_error {
                     Some(e) => {
                         (ids.iter().map(|id| verdict(id, s.name, Verdict::Fail, e.clone())).collect(), Vec::new())
                     }
-                    None => {
-                        run_one(target, plan, s, Some(profile), &ids, node_of(s.role), spare.clone(), progress).await
-                    }
+                    None => run_one(target, plan, s, Some(profile), &ids, node_of(lane), spare.clone(), progress).await,
                 };
                 t.insert(format!("scenario:{}/{}", profile.metadata.name, s.name), started.elapsed().as_secs_f64());
                 out.extend(results);
@@ -235,26 +259,58 @@ async fn run_profile(
     (result, timings)
 }
 
-/// On which node each role of a profile runs: a node of its own for each role where there are
-/// enough (the rest are spare), else the roles dealt round the nodes, each node's groups one
-/// after the other. Node removal then waits for every other group: without a spare node, the
-/// pod it moves off the removed node may land on any other node, beside another group.
+/// On which node each scenario of a profile runs. Where there are enough nodes, each role has
+/// a node of its own, and the nodes beyond those deal the scenarios of the most loaded roles
+/// over more nodes (a role's scenarios wait for each other only because they would share a
+/// node's devices: on nodes of their own they need not; a driver that keeps workloads from
+/// running makes each of them wait out its timeout, one after the other, otherwise); the rest
+/// are spare. With fewer nodes than roles, the roles are dealt round the nodes, each node's
+/// groups one after the other. Node removal then waits for every other group: without a spare
+/// node, the pod it moves off the removed node may land on any other node, beside another group.
 struct Lanes {
+    /// The distinct roles, sorted; a role's first lane is its index here.
     roles: Vec<Role>,
+    /// Per role, its further lanes (indices past `roles`).
+    extra: Vec<Vec<usize>>,
     count: usize,
     distinct: bool,
 }
 
 impl Lanes {
-    fn new(roles: Vec<Role>, nodes: usize) -> Lanes {
+    /// `scenarios`: the role of each scenario, in the order they run.
+    fn new(scenarios: &[Role], nodes: usize) -> Lanes {
+        let mut roles = scenarios.to_vec();
+        roles.sort();
+        roles.dedup();
         let distinct = nodes >= roles.len();
         let count = if distinct { roles.len() } else { nodes }.max(1);
-        Lanes { roles, count, distinct }
+        let mut lanes = Lanes { extra: vec![Vec::new(); roles.len()], roles, count, distinct };
+        if distinct {
+            let of_role = |r: Role| scenarios.iter().filter(|s| **s == r).count();
+            // Node removal moves its pod onto a spare node, where one is: the first node
+            // beyond the roles stays spare, so that the pod lands beside no other scenario.
+            let first = lanes.roles.len() + usize::from(lanes.roles.contains(&Role::Removal));
+            for lane in first..nodes {
+                // The role with the most scenarios per lane gets the next node, while it has
+                // more scenarios than lanes.
+                let busiest = (0..lanes.roles.len())
+                    .filter(|i| of_role(lanes.roles[*i]) > lanes.extra[*i].len() + 1)
+                    .max_by_key(|i| (of_role(lanes.roles[*i]).div_ceil(lanes.extra[*i].len() + 1), usize::MAX - i));
+                let Some(i) = busiest else { break };
+                lanes.extra[i].push(lane);
+            }
+        }
+        lanes
     }
 
-    /// The index of the node that `role` runs on.
-    fn of(&self, role: Role) -> usize {
-        self.roles.iter().position(|r| *r == role).unwrap_or(0) % self.count
+    /// The index of the node that the `nth` scenario of `role` (counted from 0) runs on.
+    fn of(&self, role: Role, nth: usize) -> usize {
+        let Some(i) = self.roles.iter().position(|r| *r == role) else { return 0 };
+        let extra = &self.extra[i];
+        match nth % (extra.len() + 1) {
+            0 => i % self.count,
+            k => extra[k - 1],
+        }
     }
 
     /// Whether `role` runs alone, after every other group.
@@ -262,9 +318,30 @@ impl Lanes {
         !self.distinct && role == Role::Removal
     }
 
-    /// The first node that no role runs on; the nodes from it on are spare.
-    fn spare_from(&self) -> usize {
-        if self.distinct { self.roles.len() } else { usize::MAX }
+    /// The nodes of `nodes` that no scenario runs on.
+    fn spare(&self, nodes: usize) -> Vec<usize> {
+        if !self.distinct {
+            return Vec::new();
+        }
+        (self.roles.len()..nodes).filter(|n| !self.extra.iter().flatten().any(|l| l == n)).collect()
+    }
+
+    /// The nodes that the scenarios can use: a lane for each, a spare for node removal.
+    fn wanted(scenarios: &[Role]) -> usize {
+        let removal = scenarios.contains(&Role::Removal);
+        scenarios.len() + usize::from(removal)
+    }
+
+    /// The most scenarios one lane runs, one after the other.
+    fn most_per_lane(&self, scenarios: &[Role]) -> usize {
+        let mut per = vec![0usize; self.extra.iter().flatten().max().map_or(self.count, |last| last + 1)];
+        let mut nth = std::collections::HashMap::new();
+        for r in scenarios {
+            let n = nth.entry(*r).or_insert(0usize);
+            per[self.of(*r, *n)] += 1;
+            *n += 1;
+        }
+        per.into_iter().max().unwrap_or(0)
     }
 }
 
@@ -444,29 +521,65 @@ pub async fn cleanup_run(client: &kube::Client, run_id: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Lanes, Role};
+    use super::{Lanes, Role, spread};
 
     const ROLES: [Role; 5] = [Role::General, Role::Exhaustion, Role::Restarts, Role::Outages, Role::Removal];
 
     #[test]
     fn each_role_has_a_node_of_its_own_where_there_are_enough() {
-        let lanes = Lanes::new(ROLES.to_vec(), 7);
-        assert_eq!(ROLES.map(|r| lanes.of(r)), [0, 1, 2, 3, 4]);
+        let lanes = Lanes::new(&ROLES, 7);
+        assert_eq!(ROLES.map(|r| lanes.of(r, 0)), [0, 1, 2, 3, 4]);
         assert!(!ROLES.iter().any(|r| lanes.last(*r)));
-        assert_eq!(lanes.spare_from(), 5);
+        // One scenario per role: another node would not shorten any lane, so two are spare.
+        assert_eq!(lanes.spare(7), [5, 6]);
+    }
+
+    #[test]
+    fn nodes_beyond_the_roles_deal_the_busiest_roles_scenarios_over_more_nodes() {
+        // Six general scenarios, three restarts, one removal; four nodes more than roles.
+        let scenarios = [[Role::General; 6].as_slice(), &[Role::Restarts; 3], &[Role::Removal]].concat();
+        let lanes = Lanes::new(&scenarios, 7);
+        // The first stays spare for the pod that node removal moves; the general role gets a
+        // node (6 → 3 a lane), then, tied with the restarts at 3, one more as the first role
+        // (3 → 2), then the restarts one (3 → 2).
+        assert_eq!(lanes.spare(7), [3]);
+        assert_eq!((0..6).map(|n| lanes.of(Role::General, n)).collect::<Vec<_>>(), [0, 4, 5, 0, 4, 5]);
+        assert_eq!((0..3).map(|n| lanes.of(Role::Restarts, n)).collect::<Vec<_>>(), [1, 6, 1]);
+        assert_eq!(lanes.of(Role::Removal, 0), 2);
+        assert_eq!(lanes.most_per_lane(&scenarios), 2);
+        // Past one node per scenario, the rest are spare.
+        let lanes = Lanes::new(&scenarios, 14);
+        assert_eq!(lanes.most_per_lane(&scenarios), 1);
+        assert_eq!(lanes.spare(14), [3, 11, 12, 13]);
+        // As many nodes as roles: one lane each, as before.
+        assert_eq!(Lanes::new(&scenarios, 3).most_per_lane(&scenarios), 6);
+    }
+
+    #[test]
+    fn spare_nodes_go_to_the_profile_whose_busiest_lane_is_longest() {
+        let busy = [[Role::General; 6].as_slice(), &[Role::Removal]].concat();
+        let light = vec![Role::General, Role::General];
+        let mut needs = [2, 1];
+        spread(&mut needs, &[busy.clone(), light.clone()], 6);
+        // A spare node for node removal, then 6 → 3 → 2 on the busy profile.
+        assert_eq!(needs, [5, 1]);
+        // More nodes than scenarios and a spare can use: the rest stay unused.
+        let mut needs = [2, 1];
+        spread(&mut needs, &[busy, light], 30);
+        assert_eq!(needs, [8, 2]);
     }
 
     #[test]
     fn fewer_nodes_take_the_roles_in_turn_and_removal_runs_last() {
-        let lanes = Lanes::new(ROLES.to_vec(), 3);
-        assert_eq!(ROLES[..4].iter().map(|r| lanes.of(*r)).collect::<Vec<_>>(), [0, 1, 2, 0]);
+        let lanes = Lanes::new(&ROLES, 3);
+        assert_eq!(ROLES[..4].iter().map(|r| lanes.of(*r, 0)).collect::<Vec<_>>(), [0, 1, 2, 0]);
         assert!(lanes.last(Role::Removal));
         assert!(!lanes.last(Role::General));
-        assert_eq!(lanes.spare_from(), usize::MAX);
+        assert!(lanes.spare(3).is_empty());
         // One node, or none known: everything on the first, one after the other.
         for nodes in [0, 1] {
-            let lanes = Lanes::new(ROLES.to_vec(), nodes);
-            assert!(ROLES.iter().all(|r| lanes.of(*r) == 0));
+            let lanes = Lanes::new(&ROLES, nodes);
+            assert!(ROLES.iter().all(|r| lanes.of(*r, 0) == 0 && lanes.of(*r, 1) == 0));
         }
     }
 }

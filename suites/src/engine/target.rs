@@ -183,17 +183,17 @@ impl Target {
             .unwrap_or_default();
         names.sort();
         names.dedup();
+        // One LIST of the nodes, not a GET per node: it is asked for every profile.
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let mut live = Vec::new();
-        for n in names {
-            if let Ok(Some(node)) = nodes.get_opt(&n).await {
-                let plugin_tier = node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(PLUGIN_TIER_LABEL))
-                    || node.spec.and_then(|s| s.taints).into_iter().flatten().any(|t| t.key == PLUGIN_TIER_LABEL);
-                if !plugin_tier {
-                    live.push(n);
-                }
-            }
-        }
+        let existing = nodes.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+        let plugin_tier = |node: &Node| {
+            node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(PLUGIN_TIER_LABEL))
+                || node.spec.iter().flat_map(|s| s.taints.iter().flatten()).any(|t| t.key == PLUGIN_TIER_LABEL)
+        };
+        let live: Vec<String> = names
+            .into_iter()
+            .filter(|n| existing.iter().any(|node| node.metadata.name.as_ref() == Some(n) && !plugin_tier(node)))
+            .collect();
         if live.is_empty() { self.nodes.clone() } else { live }
     }
 

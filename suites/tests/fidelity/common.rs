@@ -1,10 +1,16 @@
-//! The verdict-fidelity check shared by the node kinds: each selected fault's run must fail
-//! exactly the guarantees `dracheck_suites::fidelity::FAULTS` says it breaks, and the good
-//! mock must pass everything, with identical verdicts when run more than once.
+//! The verdict-fidelity check shared by the tiers and node kinds: each fault's run must fail
+//! exactly the guarantees `dracheck_suites::fidelity::FAULTS` says it breaks (of those it
+//! checks), and the good mock must pass everything, with identical verdicts when run more than
+//! once. A run that disagrees is run once more with fewer beside it; every such rerun is
+//! printed with the first run's evidence, counted, and kept in the record.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
 
 use dracheck_clusters::local::{NodeKind, Progress};
+use dracheck_suites::fidelity::record::{Record, RowRecord};
+use dracheck_suites::fidelity::tiers::{Job, Scope};
 use dracheck_suites::fidelity::{FAULTS, FaultCase, mismatch};
 use dracheck_suites::local_run::{self, LocalRun};
 use dracheck_suites::result::{RunResult, Verdict};
@@ -40,20 +46,34 @@ pub fn selected() -> Result<Vec<&'static FaultCase>, String> {
 /// Reruns of disagreeing runs: two at most side by side, and only onto an idle machine.
 const RERUN: Admission = Admission { cap: 2, min_idle: 0.5, gap: std::time::Duration::from_secs(10) };
 
-/// Longest first, so that the slow runs do not start last: a fault that keeps workloads from
-/// running waits out timeouts in every scenario, so the number of guarantees it may break
-/// stands for its length.
-fn longest_first(mut cases: Vec<&'static FaultCase>) -> Vec<&'static FaultCase> {
-    cases.sort_by_key(|c| std::cmp::Reverse(c.breaks().len() + c.may_break().len()));
-    cases
+/// More reruns than this in one check fail it: a disagreement a rerun overturns is a verdict
+/// that flips with load, and more than a couple of them say the table or the suite is flaky.
+pub const MOST_RERUNS: usize = 2;
+
+/// Emulated runs have nodes beyond the default run's, which deal the busiest roles' scenarios
+/// over more nodes: a fault that keeps workloads from running has each of them wait out its
+/// timeout, and one after the other on one node that took a run 11.5 min where 16 emulated
+/// nodes take 5.6 (with the same verdicts, and a third less CPU, since a cluster waiting is not
+/// free). Real nodes cost more each (a kubelet and a containerd, 0.7 CPU-s a minute idle): three
+/// real-node runs on 14 nodes each kept two cores at a load of 75, so they keep the default.
+fn nodes(kind: NodeKind) -> usize {
+    match kind {
+        NodeKind::Emulated => local_run::DEFAULT_NODES + 6,
+        NodeKind::Real => local_run::DEFAULT_NODES,
+    }
 }
 
-async fn run_suite(faults: &[String], kind: NodeKind) -> RunResult {
-    let adapter = dracheck_mock_driver::adapter::default(faults).expect("the mock's adapter");
+/// One run of the suite against the mock as `job` says.
+pub async fn run_suite(job: Job) -> RunResult {
+    let faults: Vec<String> = job.case.map(|c| vec![c.fault.to_string()]).unwrap_or_default();
+    let adapter = dracheck_mock_driver::adapter::default(&faults).expect("the mock's adapter");
     let mut cfg = LocalRun::default_for(adapter).expect("the default mock run is set up");
-    cfg.cluster.node_kind = kind;
+    cfg.cluster.node_kind = job.kind;
+    cfg.nodes = nodes(job.kind);
+    cfg.filter.only = job.only();
     cfg.companion = Some(dracheck_mock_driver::adapter::companion().expect("the mock as the second driver"));
-    let label = format!("{}:{}", kind.name(), if faults.is_empty() { "good".to_string() } else { faults.join(",") });
+    let scope = if job.scope == Scope::Targeted { ",targeted" } else { "" };
+    let label = format!("{}:{}{scope}", job.kind.name(), job.case.map_or("good", |c| c.fault));
     let progress = Progress::to(move |l| eprintln!("[{label}] {l}"));
     local_run::run(cfg, &local_run::run_id(), &progress).await.map_err(|e| e.message).expect("the run starts").result
 }
@@ -89,58 +109,171 @@ fn unexpected_evidence(case: Option<&FaultCase>, r: &RunResult) -> String {
         .collect()
 }
 
-/// Runs `cases` and `good_runs` runs of the good mock on nodes of `kind`, side by side as
-/// `admission` allows, and panics with every disagreement with the table. A run that disagrees
-/// is run once more with fewer beside it (clusters side by side on two cores can miss a
-/// timeout for want of CPU), and the verdict is that second run's; the first one's evidence
-/// stays in the log.
-pub async fn check_table(cases: Vec<&'static FaultCase>, good_runs: usize, admission: Admission, kind: NodeKind) {
-    let mut jobs: Vec<Option<&'static FaultCase>> = longest_first(cases).into_iter().map(Some).collect();
-    jobs.extend(std::iter::repeat_n(None, good_runs));
-    let run = |case: Option<&'static FaultCase>| async move {
-        let faults: Vec<String> = case.map(|c| vec![c.fault.to_string()]).unwrap_or_default();
-        (case, run_suite(&faults, kind).await)
+/// How `r`, the run of `case` (`None`: the good mock), disagrees with the table, if it does.
+fn disagreement(case: Option<&FaultCase>, r: &RunResult) -> Option<String> {
+    match case {
+        Some(c) => mismatch(c, r),
+        None => (!r.all().all(|g| g.verdict == Verdict::Pass)).then(|| failures(r)),
+    }
+}
+
+/// A line for the log as it happens, past libtest's capture (which keeps a passing test's
+/// output to itself and a failing one's until the whole binary ends): a run that a time limit
+/// cuts short still shows which runs agreed and how the others disagreed.
+pub fn live(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "fidelity: {line}");
+}
+
+/// Where a full check writes its record (`DRACHECK_FIDELITY_RECORD`), and the commit it names
+/// (`DRACHECK_COMMIT`, which `cargo xtask fidelity` sets).
+pub struct RecordTo {
+    pub dir: PathBuf,
+    pub commit: String,
+}
+
+/// One run's outcome: the job, its result, its time, and the disagreements of the runs before
+/// it that a rerun overturned (or confirmed).
+struct Done {
+    job: Job,
+    result: RunResult,
+    seconds: f64,
+    reruns: Vec<String>,
+}
+
+/// Runs `jobs` in one pool, each node kind as `admission` admits it (the earlier kind's runs
+/// start first where both have room), and panics with every disagreement with the table and
+/// when more than [`MOST_RERUNS`] runs needed a rerun. With `record`, the whole-suite runs are
+/// merged into the record there, whatever their outcome.
+pub async fn check(jobs: Vec<Job>, admission: impl Fn(NodeKind) -> Admission, record: Option<RecordTo>) {
+    let started = Instant::now();
+    let total = jobs.len();
+    let kinds: Vec<NodeKind> =
+        [NodeKind::Real, NodeKind::Emulated].into_iter().filter(|k| jobs.iter().any(|j| j.kind == *k)).collect();
+    let admissions: Vec<Admission> = kinds.iter().map(|k| admission(*k)).collect();
+    let class = |j: &Job| kinds.iter().position(|k| *k == j.kind).expect("a kind of the jobs");
+    live(&format!("{total} runs: {}", summary_of(&jobs)));
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let run = |job: Job| {
+        let finished = &finished;
+        async move {
+            let t = Instant::now();
+            let result = run_suite(job).await;
+            let seconds = t.elapsed().as_secs_f64();
+            let agrees = disagreement(job.case, &result).map_or("agrees", |_| "DISAGREES");
+            let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            live(&format!("[{n}/{total}] {}: {agrees} ({seconds:.0} s)", job.shown()));
+            Done { job, result, seconds, reruns: Vec::new() }
+        }
     };
-    let results = pool::run_all(jobs, admission, run).await;
+    let results = pool::run_all(jobs.iter().map(|j| (class(j), *j)).collect(), &admissions, &run).await;
 
     let mut settled = Vec::new();
     let mut again = Vec::new();
-    for (case, r) in results {
-        let wrong = match case {
-            Some(c) => mismatch(c, &r),
-            None => (!r.all().all(|g| g.verdict == Verdict::Pass)).then(|| failures(&r)),
-        };
-        match wrong {
-            None => settled.push((case, r)),
+    for done in results {
+        match disagreement(done.job.case, &done.result) {
+            None => settled.push(done),
             Some(m) => {
-                let name = case.map_or("the good mock", |c| c.fault);
-                let on = kind.name();
-                eprintln!("{name} disagreed with the table among other runs on {on} nodes; running it again:\n{m}");
-                eprintln!("{}", unexpected_evidence(case, &r));
-                again.push(case);
+                let first = format!("{}: {m}", done.job.shown());
+                live(&format!("RERUN: {first}; running it again with fewer beside it"));
+                eprintln!("{}", unexpected_evidence(done.job.case, &done.result));
+                again.push((0, (done.job, first)));
             }
         }
     }
-    settled.extend(pool::run_all(again, RERUN, run).await);
-    let results = settled;
+    let reruns = again.len();
+    let rerun = |(job, first): (Job, String)| {
+        let run = &run;
+        async move {
+            let mut done = run(job).await;
+            done.reruns.push(first);
+            done
+        }
+    };
+    settled.extend(pool::run_all(again, &[RERUN], rerun).await);
 
     let mut problems = Vec::new();
-    let good: Vec<&RunResult> = results.iter().filter(|(c, _)| c.is_none()).map(|(_, r)| r).collect();
+    for kind in &kinds {
+        problems.extend(judge(*kind, &settled.iter().filter(|d| d.job.kind == *kind).collect::<Vec<_>>()));
+    }
+    let overturned: Vec<&str> = settled
+        .iter()
+        .filter(|d| !d.reruns.is_empty() && disagreement(d.job.case, &d.result).is_none())
+        .flat_map(|d| d.reruns.iter().map(String::as_str))
+        .collect();
+    live(&format!(
+        "{total} runs in {:.1} min, {reruns} rerun, {} overturned by the rerun, {} disagreements left",
+        started.elapsed().as_secs_f64() / 60.0,
+        overturned.len(),
+        problems.len()
+    ));
+    for o in &overturned {
+        live(&format!("overturned by its rerun: {o}"));
+    }
+    if reruns > MOST_RERUNS {
+        problems.push(format!(
+            "{reruns} runs disagreed with the table and were run again (at most {MOST_RERUNS} may): a verdict that \
+             flips with load; the first runs' evidence is in the log above"
+        ));
+    }
+    if let Some(to) = record {
+        let newer = Record {
+            rows: settled
+                .iter()
+                .filter(|d| d.job.scope == Scope::Whole)
+                .map(|d| RowRecord::of(d.job.case, d.job.kind, &d.result, d.reruns.clone(), d.seconds, &to.commit))
+                .collect(),
+        };
+        let merged = Record::load(&to.dir).unwrap_or_else(|e| panic!("{e}")).merged(newer);
+        merged.save(&to.dir).unwrap_or_else(|e| panic!("{e}"));
+        live(&format!("record written to {}", to.dir.display()));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// `N good, N targeted, N whole` over `jobs`, per node kind.
+fn summary_of(jobs: &[Job]) -> String {
+    let mut out = Vec::new();
+    for kind in [NodeKind::Emulated, NodeKind::Real] {
+        let of = |f: &dyn Fn(&Job) -> bool| jobs.iter().filter(|j| j.kind == kind && f(j)).count();
+        let good = of(&|j| j.case.is_none());
+        let targeted = of(&|j| j.case.is_some() && j.scope == Scope::Targeted);
+        let whole = of(&|j| j.case.is_some() && j.scope == Scope::Whole);
+        if good + targeted + whole > 0 {
+            out.push(format!(
+                "on {} nodes {good} of the good mock, {targeted} faults targeted, {whole} against the whole suite",
+                kind.name()
+            ));
+        }
+    }
+    out.join("; ")
+}
+
+/// Every disagreement of one node kind's runs with the table, each also written to the log.
+fn judge(kind: NodeKind, done: &[&Done]) -> Vec<String> {
+    let on = kind.name();
+    let mut problems = Vec::new();
+    let good: Vec<&RunResult> = done.iter().filter(|d| d.job.case.is_none()).map(|d| &d.result).collect();
     for r in &good {
         if !r.all().all(|g| g.verdict == Verdict::Pass) {
-            problems.push(format!("the good mock did not pass everything:\n{}", failures(r)));
+            problems.push(format!("on {on} nodes, the good mock did not pass everything:\n{}", failures(r)));
         }
     }
     if good.windows(2).any(|w| verdicts(w[0]) != verdicts(w[1])) {
         problems.push(format!(
-            "the runs of the good mock disagree: {:?}",
+            "on {on} nodes, the runs of the good mock disagree: {:?}",
             good.iter().map(|r| verdicts(r)).collect::<Vec<_>>()
         ));
     }
-    for (case, r) in results.iter().filter_map(|(c, r)| c.map(|c| (c, r))) {
-        if let Some(m) = mismatch(case, r) {
-            problems.push(format!("fault {}: {m}\n{}", case.fault, failures(r)));
+    for d in done {
+        if let Some(case) = d.job.case
+            && let Some(m) = mismatch(case, &d.result)
+        {
+            problems.push(format!("{}: {m}\n{}", d.job.shown(), failures(&d.result)));
         }
     }
-    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    for p in &problems {
+        live(p);
+    }
+    problems
 }

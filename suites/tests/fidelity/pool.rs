@@ -68,33 +68,49 @@ impl IdleMeter {
     }
 }
 
-/// Runs `run` on every job, in their order, as `admission` allows, and returns the outputs in
-/// the order the runs ended.
-pub async fn run_all<J, F, Fut>(jobs: Vec<J>, admission: Admission, run: F) -> Vec<Fut::Output>
+/// Runs `run` on every job, as the admission of its class (its index into `admissions`)
+/// allows, and returns the outputs in the order the runs ended. The next run is the first
+/// waiting job whose class has room and whose idle bound the machine meets: jobs start in
+/// their order where they can, and a class with a lower idle bound goes on starting where
+/// another's waits for the machine (two pools, one per class, starved the class with the
+/// higher bound for as long as the other kept the machine that busy; holding every job behind
+/// the first one starved the later class on a machine that other tests kept busy).
+pub async fn run_all<J, F, Fut>(jobs: Vec<(usize, J)>, admissions: &[Admission], run: F) -> Vec<Fut::Output>
 where
     F: Fn(J) -> Fut,
     Fut: Future,
 {
-    let mut waiting: VecDeque<J> = jobs.into();
+    let mut waiting: VecDeque<(usize, J)> = jobs.into();
     let mut running = FuturesUnordered::new();
+    let mut per_class = vec![0usize; admissions.len()];
     let mut done = Vec::new();
     let mut meter = IdleMeter::new();
     let mut last_start: Option<tokio::time::Instant> = None;
     while !waiting.is_empty() || !running.is_empty() {
-        let may_start = running.is_empty()
-            || (running.len() < admission.cap
-                && last_start.is_none_or(|t| t.elapsed() >= admission.gap)
-                && meter.idle() >= admission.min_idle);
-        if may_start && let Some(job) = waiting.pop_front() {
-            running.push(run(job));
+        let idle = meter.idle();
+        let admits = |class: usize| {
+            let a = &admissions[class];
+            per_class[class] < a.cap
+                && (running.is_empty() || (last_start.is_none_or(|t| t.elapsed() >= a.gap) && idle >= a.min_idle))
+        };
+        if let Some(i) = waiting.iter().position(|(class, _)| admits(*class))
+            && let Some((class, job)) = waiting.remove(i)
+        {
+            per_class[class] += 1;
+            let run = &run;
+            running.push(async move { (class, run(job).await) });
             last_start = Some(tokio::time::Instant::now());
             continue;
         }
+        let gap = waiting.iter().map(|(class, _)| admissions[*class].gap).min().unwrap_or(Duration::ZERO);
         // Wake for the next sample, or sooner where only the gap holds the next run back.
-        let gap_left = last_start.map_or(Duration::ZERO, |t| admission.gap.saturating_sub(t.elapsed()));
+        let gap_left = last_start.map_or(Duration::ZERO, |t| gap.saturating_sub(t.elapsed()));
         let wake = if gap_left.is_zero() { TICK } else { gap_left.min(TICK) };
         tokio::select! {
-            Some(out) = running.next(), if !running.is_empty() => done.push(out),
+            Some((class, out)) = running.next(), if !running.is_empty() => {
+                per_class[class] -= 1;
+                done.push(out);
+            }
             () = tokio::time::sleep(wake) => meter.sample(),
         }
     }
@@ -108,12 +124,18 @@ mod tests {
     use super::*;
 
     #[tokio::test(flavor = "current_thread")]
-    async fn never_more_than_the_cap_and_every_job_runs() {
-        let up = AtomicUsize::new(0);
-        let highest = AtomicUsize::new(0);
-        let admission = Admission { cap: 3, min_idle: 0.0, gap: Duration::from_millis(10) };
-        let out = run_all((0..10).collect(), admission, |i: u32| {
-            let (up, highest) = (&up, &highest);
+    async fn never_more_than_a_class_cap_and_a_full_class_lets_the_next_start() {
+        let up = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let highest = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let admissions = [
+            Admission { cap: 2, min_idle: 0.0, gap: Duration::from_millis(10) },
+            Admission { cap: 3, min_idle: 0.0, gap: Duration::from_millis(10) },
+        ];
+        // The heavy class first: its third job waits for a place while the light ones start.
+        let jobs: Vec<(usize, u32)> = (0..4).map(|i| (0, i)).chain((4..10).map(|i| (1, i))).collect();
+        let out = run_all(jobs, &admissions, |i: u32| {
+            let class = usize::from(i >= 4);
+            let (up, highest) = (&up[class], &highest[class]);
             async move {
                 let now = up.fetch_add(1, Ordering::SeqCst) + 1;
                 highest.fetch_max(now, Ordering::SeqCst);
@@ -126,6 +148,9 @@ mod tests {
         let mut sorted = out.clone();
         sorted.sort();
         assert_eq!(sorted, (0..10).collect::<Vec<_>>());
-        assert_eq!(highest.load(Ordering::SeqCst), 3);
+        assert_eq!(highest.each_ref().map(|h| h.load(Ordering::SeqCst)), [2, 3]);
+        // Both classes ran side by side: a light job ended before the last heavy one.
+        let last_heavy = out.iter().rposition(|i| *i < 4).unwrap();
+        assert!(out[..last_heavy].iter().any(|i| *i >= 4), "{out:?}");
     }
 }

@@ -95,15 +95,19 @@ pub fn runc_recipe() -> GoRecipe {
     }
 }
 
-/// The node programs for `release`, built into the cache on first use.
+/// The recipes of the node programs for `release`: the kubelet, containerd and runc.
+pub fn recipes(release: &Release) -> [GoRecipe; 3] {
+    [kubelet_recipe(release), containerd_recipe(), runc_recipe()]
+}
+
+/// The node programs for `release`, built into the cache on first use (all three at once).
 pub async fn ensure(release: &Release, progress: &Progress) -> Result<NodeStack> {
-    let kubelet = gobuild::cached_or_build(&kubelet_recipe(release), progress).await?;
-    let containerd = gobuild::cached_or_build(&containerd_recipe(), progress).await?;
-    let runc_recipe = runc_recipe();
-    if !runc_recipe.root().join("stamp").exists() {
+    let recipes = recipes(release);
+    if !recipes[2].root().join("stamp").exists() {
         check_seccomp()?;
     }
-    let runc = gobuild::cached_or_build(&runc_recipe, progress).await?;
+    let [kubelet, containerd, runc] = <[PathBuf; 3]>::try_from(gobuild::cached_or_build_all(&recipes, progress).await?)
+        .expect("one bin dir per recipe");
     Ok(NodeStack {
         kubelet: kubelet.join("kubelet"),
         containerd: containerd.join("containerd"),
@@ -111,6 +115,11 @@ pub async fn ensure(release: &Release, progress: &Progress) -> Result<NodeStack>
         ctr: containerd.join("ctr"),
         runc: runc.join("runc"),
     })
+}
+
+/// Whether runc could be built here (or is built): what [`ensure`] checks first.
+pub fn runc_buildable() -> bool {
+    runc_recipe().root().join("stamp").exists() || check_seccomp().is_ok()
 }
 
 /// runc's seccomp support links libseccomp through pkg-config; without them its build fails

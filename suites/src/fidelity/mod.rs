@@ -1,6 +1,7 @@
 //! Verdict fidelity: which guarantees each mock fault switch breaks. The fidelity test runs
-//! the whole suite against the mock with each fault and compares with this table; the mock
-//! driver's README shows the same table, generated from here.
+//! the suite against the mock with each fault and compares with this table, in the tiers of
+//! [`tiers`]; `cargo xtask fidelity --full` keeps what the whole table gave in a [`record`]; the
+//! mock driver's README shows the same table, generated from here.
 //!
 //! Every guarantee the suite checks is either broken for certain by some fault (`breaks`),
 //! or listed in [`NOT_DRIVER_PROPERTIES`] with the reason no driver behaviour decides it:
@@ -10,9 +11,15 @@
 
 use std::collections::BTreeSet;
 
+use dracheck_clusters::local::NodeKind;
+
 use crate::profile::ids::*;
 use crate::result::{RunResult, Verdict};
 
+pub mod record;
+pub mod tiers;
+
+#[derive(Debug, PartialEq, Eq)]
 pub struct FaultCase {
     /// The `--fault` switch.
     pub fault: &'static str,
@@ -39,7 +46,58 @@ impl FaultCase {
         let certain = self.breaks();
         self.may_break.iter().flat_map(|g| g.iter().copied()).filter(|id| !certain.contains(id)).collect()
     }
+
+    /// The guarantees a targeted run of this row checks: those it must fail or skip. `None`
+    /// for a row that names none (a fault that must break nothing), which only a run of the
+    /// whole suite can show. The ones it may break are left out: they show no sensitivity,
+    /// and selecting them would make most rows a run of the whole suite.
+    pub fn targeted(&self) -> Option<Vec<&'static str>> {
+        let mut ids = self.breaks();
+        ids.extend(self.skips.iter().copied());
+        ids.sort_unstable();
+        ids.dedup();
+        (!ids.is_empty()).then_some(ids)
+    }
+
+    /// The node kinds this row's verdicts are checked on: emulated nodes always, real nodes
+    /// too where the verdict depends on the kubelet or the runtime ([`NODE_DEPENDENT`]).
+    pub fn node_kinds(&self) -> &'static [NodeKind] {
+        if NODE_DEPENDENT.contains(&self.fault) { &[NodeKind::Emulated, NodeKind::Real] } else { &[NodeKind::Emulated] }
+    }
 }
+
+/// Faults whose verdict depends on the node's kubelet or runtime, by their `--fault` name:
+/// registration as the kubelet dials it, CDI as containerd resolves it, unprepare as the
+/// kubelet calls it, a kubelet restart, a reboot, the kubelet's slice wipe after an outage, a
+/// driver restart under running containers, the devices of which request a container gets,
+/// the prepare of a claim that two drivers share, which claims of a pod the kubelet asks a
+/// driver to prepare (not those prepared on the node already), when the kubelet unprepares the
+/// claim of a force-deleted pod (after its object is gone), which instance of a driver it
+/// calls when one of two loses its sockets, how the kubelet matches a container's request to
+/// the request names a prepare answers (an alternative's), how the kubelet watches a plugin's
+/// health and writes it into the pod's status (or writes `Unknown` where nothing is streamed).
+/// Faults that only keep workloads from running (a hanging prepare) give the same verdicts
+/// anywhere and are checked on emulated nodes alone.
+pub const NODE_DEPENDENT: &[&str] = &[
+    "strict-authority",
+    "cdi-without-spec",
+    "never-unprepare",
+    "no-slice-reconcile",
+    "register-first-start-only",
+    "reset-devices-on-start",
+    "trust-checkpoint",
+    "trust-published",
+    "expire-cdi-spec=10",
+    "config-to-every-request",
+    "prepare-every-result",
+    "drop-unlisted-claims",
+    "unprepare-needs-claim",
+    "upgrade-removes-sockets",
+    "subrequest-request-names",
+    "no-health",
+    "health-wrong-device",
+    "first-request-names",
+];
 
 /// Plugin-tier checks that begin with a successful prepare.
 const NEEDS_PREPARE: &[&str] = &[
@@ -808,6 +866,33 @@ mod tests {
         let unknown: Vec<&&str> = direct.union(&undriven).filter(|id| !checked.contains(*id)).collect();
         assert!(unknown.is_empty(), "{unknown:?} are checked by no scenario");
         assert_eq!(undriven.len(), NOT_DRIVER_PROPERTIES.len(), "a guarantee is listed twice");
+    }
+
+    #[test]
+    fn the_node_dependent_faults_are_in_the_table() {
+        for want in NODE_DEPENDENT {
+            assert!(FAULTS.iter().any(|c| c.fault == *want), "{want} is not a fault of FAULTS");
+        }
+        // The kubelet restart is the node's own disruption: a fault that breaks it is among them.
+        let restart = FAULTS
+            .iter()
+            .filter(|c| c.node_kinds().contains(&NodeKind::Real))
+            .any(|c| c.breaks().iter().any(|id| id.starts_with("node.restart.")));
+        assert!(restart, "no node-dependent fault breaks a node.restart.* guarantee");
+    }
+
+    #[test]
+    fn a_targeted_run_checks_what_the_row_must_fail_or_skip() {
+        let row = FAULTS.iter().find(|c| c.fault == "wrong-attribute=index=7").unwrap();
+        assert_eq!(
+            row.targeted().unwrap(),
+            [PLUGIN_SLICES_FOLLOW_INVENTORY, PLUGIN_SLICES_MATCH_INVENTORY, TAINTS_UNHEALTHY_KEPT_OFF]
+        );
+        // What a fault only may break is no part of it: fail-prepare may break every workload.
+        let row = FAULTS.iter().find(|c| c.fault == "fail-prepare=2").unwrap();
+        assert!(!row.targeted().unwrap().contains(&WORKLOAD_SEES_DEVICES));
+        let row = FAULTS.iter().find(|c| c.fault == "stale-slices-on-exit").unwrap();
+        assert_eq!(row.targeted(), None, "a row that must break nothing needs the whole suite");
     }
 
     #[test]
