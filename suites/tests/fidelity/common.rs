@@ -69,8 +69,13 @@ pub async fn run_suite(job: Job) -> RunResult {
     let adapter = dracheck_mock_driver::adapter::default(&faults).expect("the mock's adapter");
     let mut cfg = LocalRun::default_for(adapter).expect("the default mock run is set up");
     cfg.cluster.node_kind = job.kind;
-    cfg.nodes = nodes(job.kind);
     cfg.filter.only = job.only();
+    // A targeted run starts the nodes its roles need, each on its own as in the default run;
+    // most rows need one or two, and every node is a kubelet and a driver process more.
+    cfg.nodes = match job.scope {
+        Scope::Whole => nodes(job.kind),
+        Scope::Targeted => local_run::nodes_wanted(&cfg).min(nodes(job.kind)),
+    };
     cfg.companion = Some(dracheck_mock_driver::adapter::companion().expect("the mock as the second driver"));
     let scope = if job.scope == Scope::Targeted { ",targeted" } else { "" };
     let label = format!("{}:{}{scope}", job.kind.name(), job.case.map_or("good", |c| c.fault));
