@@ -182,9 +182,10 @@ impl Workload {
         }
     }
 
-    /// The command of a workload that shows what it sees and stays up.
+    /// The command of a workload that shows what it sees and stays up, until its pod is
+    /// deleted: then it ends at once, as `dracheck_objects::IDLE` says why.
     pub fn show_and_wait(&self) -> String {
-        format!("{}; sleep 3600", self.show)
+        format!("trap 'exit 0' TERM; {}; sleep 3600 & wait", self.show)
     }
 }
 

@@ -17,7 +17,7 @@ mod rbac;
 pub use claim::ClaimBuilder;
 pub use dra::{DeviceBuilder, claim, claim_template, device, device_class, resource_slice};
 pub use node::{NODE_LABEL, node, now};
-pub use pod::{PodBuilder, daemon_set, pod};
+pub use pod::{IDLE, PodBuilder, daemon_set, pod};
 pub use rbac::bind_cluster_role;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -197,12 +197,6 @@ fn assemble(
     }
 }
 
-/// The nodes `cfg`'s profiles need for their selected scenarios to run each role on a node of
-/// its own (one at least): where a filter selects a few guarantees, fewer than the default.
-pub fn nodes_wanted(cfg: &LocalRun) -> usize {
-    engine::runner::nodes_wanted(&plan(cfg.profiles.clone(), cfg.filter.clone(), "", cfg.scenario_timeout, 0))
-}
-
 /// Every scenario, for `profiles`; `parallel` 0 sets no limit beyond the nodes.
 pub fn plan(
     profiles: Vec<(std::path::PathBuf, Profile)>,

@@ -184,6 +184,10 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
                    with --cluster local --install helm (other clusters pull from their registries)";
         return Err((exit::BAD_INPUT, msg.into()));
     }
+    // Real nodes' prerequisites are checked in milliseconds, before any build.
+    if args.cluster == "local" && args.node_kind.parse::<NodeKind>() == Ok(NodeKind::Real) {
+        dracheck_clusters::local::real::preflight::check().map_err(|e| (exit::of(e.failure()), e.to_string()))?;
+    }
     // Everything that can be wrong with the input is checked before anything starts.
     let adapter = args.driver.adapter(Some("mock"), &progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(&args, &adapter)?;

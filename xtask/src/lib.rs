@@ -195,6 +195,14 @@ async fn test(args: TestArgs) -> u8 {
             }
         };
     }
+    // Where real nodes can run, the tests run them: what they need of the machine is checked
+    // before the first build, not found missing after it.
+    if dracheck_clusters::local::real::host::check_support().is_ok()
+        && let Err(e) = dracheck_clusters::local::real::preflight::check()
+    {
+        eprintln!("dracheck: {e}");
+        return exit::of(e.failure());
+    }
     // The tests start real clusters; building the binaries here first keeps that long first
     // build visible instead of hidden in a test's captured output.
     if let Err(code) = cluster::ensure_binaries(&args.bins).await {

@@ -78,7 +78,9 @@ pub async fn run(cargo: &str, root: &std::path::Path) -> u8 {
 
     let mut ran = sequence(&alone, "alone", &[]).await;
     let rest_then_doc = async {
-        let mut ran = sequence(&rest, "beside the fidelity table", &[]).await;
+        let lanes = lanes(rest, lane_count());
+        let runs = lanes.iter().map(|lane| sequence(lane, "beside the fidelity table", &[]));
+        let mut ran: Vec<Ran> = futures::future::join_all(runs).await.into_iter().flatten().collect();
         ran.push(doc_tests(cargo, root).await);
         ran
     };
@@ -87,6 +89,45 @@ pub async fn run(cargo: &str, root: &std::path::Path) -> u8 {
     ran.extend(long);
     ran.extend(others);
     summary(&ran, started)
+}
+
+/// Lanes of binaries that run side by side beside the fidelity table: one after the other they
+/// took 24 min, most of it waiting (on helm, on a Job, on timeouts), longer than the table.
+/// `DRACHECK_TEST_LANES=N` sets how many (default 3).
+fn lane_count() -> usize {
+    std::env::var("DRACHECK_TEST_LANES").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(3)
+}
+
+/// Seconds the long integration tests took in a whole `cargo xtask test` on two cores (the
+/// others take a few seconds): what [`lanes`] balances.
+const TOOK: &[(&str, u32)] = &[
+    ("install", 263),
+    ("example_driver", 219),
+    ("nvidia_installed", 213),
+    ("in_cluster", 208),
+    ("emulated_nodes", 122),
+    ("cli", 82),
+    ("dist", 79),
+    ("faults", 70),
+    ("plugin", 49),
+    ("installed_driver_restart", 44),
+    ("helm_release", 43),
+    ("leftovers", 24),
+    ("local_cluster", 18),
+    ("reports", 16),
+];
+
+/// `binaries` dealt into `n` lanes, longest first, each to the lane with the least time so far.
+fn lanes(mut binaries: Vec<TestBinary>, n: usize) -> Vec<Vec<TestBinary>> {
+    let took = |b: &TestBinary| TOOK.iter().find(|(t, _)| b.kind == "test" && *t == b.target).map_or(2, |(_, s)| *s);
+    binaries.sort_by_key(|b| std::cmp::Reverse(took(b)));
+    let mut lanes: Vec<(u32, Vec<TestBinary>)> = (0..n.max(1)).map(|_| (0, Vec::new())).collect();
+    for b in binaries {
+        let lane = lanes.iter_mut().min_by_key(|(total, _)| *total).expect("one lane at least");
+        lane.0 += took(&b);
+        lane.1.push(b);
+    }
+    lanes.into_iter().map(|(_, l)| l).filter(|l| !l.is_empty()).collect()
 }
 
 /// The quick tier: fmt and clippy, then every unit test and the [`QUICK`] integration tests,
@@ -290,7 +331,27 @@ impl Panics {
 
 #[cfg(test)]
 mod tests {
-    use super::{Panics, run_passing_through};
+    use super::{Panics, TestBinary, lanes, run_passing_through};
+
+    #[test]
+    fn the_long_binaries_are_dealt_over_the_lanes_longest_first() {
+        let bin = |target: &str| TestBinary {
+            shown: target.into(),
+            target: target.into(),
+            kind: "test".into(),
+            executable: target.into(),
+            dir: ".".into(),
+        };
+        let all = ["reports", "install", "short", "example_driver", "nvidia_installed", "in_cluster"].map(bin);
+        let dealt = lanes(all.to_vec(), 3);
+        let names: Vec<Vec<&str>> = dealt.iter().map(|l| l.iter().map(|b| b.target.as_str()).collect()).collect();
+        assert_eq!(
+            names,
+            [vec!["install"], vec!["example_driver", "reports", "short"], vec!["nvidia_installed", "in_cluster"]]
+        );
+        assert_eq!(lanes(all.to_vec(), 1).len(), 1);
+        assert_eq!(lanes(vec![bin("one")], 3).len(), 1, "no empty lanes");
+    }
 
     #[tokio::test]
     async fn a_binary_s_output_passes_through_and_its_panics_are_kept() {

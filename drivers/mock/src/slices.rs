@@ -246,6 +246,9 @@ impl PoolState {
 pub struct Publisher {
     slices: Api<ResourceSlice>,
     nodes: Api<Node>,
+    /// The Node, once read: its UID is the slices' owner for the life of the process, as the
+    /// upstream helper reads it once at start (a read per reconcile was a request per resync).
+    node_object: Option<Node>,
     driver: String,
     node: String,
     faults: Arc<Faults>,
@@ -270,6 +273,7 @@ impl Publisher {
         Publisher {
             slices: Api::all(client.clone()),
             nodes: Api::all(client),
+            node_object: None,
             driver,
             node,
             faults,
@@ -370,11 +374,15 @@ impl Publisher {
         if let Some(suffix) = &self.rename {
             devices.iter_mut().for_each(|d| d.name = format!("{}-{suffix}", d.name));
         }
-        let node = self.nodes.get_opt(&self.node).await.map_err(|e| format!("reading Node {}: {e}", self.node))?;
-        let Some(node) = node else {
-            return Err(format!("Node {} does not exist yet; waiting for it before publishing", self.node));
-        };
-        let own = if self.faults.has(&Fault::NoOwnerReference) { None } else { owner(&node) };
+        if self.node_object.is_none() {
+            let node = self.nodes.get_opt(&self.node).await.map_err(|e| format!("reading Node {}: {e}", self.node))?;
+            let Some(node) = node else {
+                return Err(format!("Node {} does not exist yet; waiting for it before publishing", self.node));
+            };
+            self.node_object = Some(node);
+        }
+        let node = self.node_object.as_ref().expect("read above");
+        let own = if self.faults.has(&Fault::NoOwnerReference) { None } else { owner(node) };
         self.reconcile_pool(&self.node.clone(), own.as_ref(), &devices, &counter_sets).await?;
         let faults = Arc::clone(&self.faults);
         for foreign in faults.foreign_slices() {

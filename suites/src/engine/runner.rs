@@ -166,12 +166,6 @@ fn spread(needs: &mut [usize], scenarios: &[Vec<Role>], nodes: usize) {
     }
 }
 
-/// The nodes `plan` needs to run every profile's selected roles side by side, one at least
-/// (a run of plugin-tier guarantees alone still starts a cluster with a node).
-pub fn nodes_wanted(plan: &Plan) -> usize {
-    plan.profiles.iter().map(|(_, p)| roles_of(plan, p).len()).sum::<usize>().max(1)
-}
-
 /// The node roles `profile`'s selected scenarios need, sorted.
 pub(crate) fn roles_of(plan: &Plan, profile: &Profile) -> Vec<Role> {
     let mut roles = scenario_roles(plan, profile);

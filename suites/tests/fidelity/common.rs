@@ -74,7 +74,7 @@ pub async fn run_suite(job: Job) -> RunResult {
     // most rows need one or two, and every node is a kubelet and a driver process more.
     cfg.nodes = match job.scope {
         Scope::Whole => nodes(job.kind),
-        Scope::Targeted => local_run::nodes_wanted(&cfg).min(nodes(job.kind)),
+        Scope::Targeted => local_run::nodes_side_by_side(&cfg.profiles, &cfg.filter).clamp(1, nodes(job.kind)),
     };
     cfg.companion = Some(dracheck_mock_driver::adapter::companion().expect("the mock as the second driver"));
     let scope = if job.scope == Scope::Targeted { ",targeted" } else { "" };

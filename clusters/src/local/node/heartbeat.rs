@@ -15,8 +15,10 @@ use super::config::NodeConfig;
 /// Lease renewal, as kubelet's `renewInterval` (a quarter of the 40 s lease duration).
 const LEASE_RENEW: Duration = Duration::from_secs(10);
 const LEASE_SECONDS: i32 = 40;
-/// Full status refresh (the Ready heartbeat), well inside the controller's grace period.
-const STATUS_EVERY: Duration = Duration::from_secs(20);
+/// Full status refresh when nothing changed, as kubelet's `nodeStatusReportFrequency` (5 min):
+/// the node lifecycle controller takes a renewed Lease as the node's heartbeat, so an unchanged
+/// status need not be patched every 20 s (a request per node that a real kubelet does not make).
+const STATUS_EVERY: Duration = Duration::from_secs(300);
 
 /// Creates (or takes over) the Node object with a Ready status and the kubelet port; returns
 /// its UID.

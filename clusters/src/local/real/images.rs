@@ -150,6 +150,11 @@ pub async fn import(ctr: &Path, address: &Path, archive: &Path) -> Result<()> {
     Err(failed(out.status.to_string(), output_tail(&said, 12)))
 }
 
+/// Why the workload image cannot be made here: no static busybox.
+pub fn check_busybox() -> Result<()> {
+    read_static_busybox(Path::new(BUSYBOX)).map(drop)
+}
+
 /// The busybox binary, refused unless it is static: the workload image has no C library.
 fn read_static_busybox(path: &Path) -> Result<Vec<u8>> {
     let bin = match std::fs::read(path) {

@@ -10,6 +10,7 @@ pub mod host;
 pub mod images;
 pub mod kubelet;
 pub mod mountns;
+pub mod preflight;
 pub mod service;
 pub mod stack;
 

@@ -119,7 +119,12 @@ pub async fn ensure(release: &Release, progress: &Progress) -> Result<NodeStack>
 
 /// Whether runc could be built here (or is built): what [`ensure`] checks first.
 pub fn runc_buildable() -> bool {
-    runc_recipe().root().join("stamp").exists() || check_seccomp().is_ok()
+    check_runc_buildable().is_ok()
+}
+
+/// Why runc cannot be built here, unless it is built already.
+pub fn check_runc_buildable() -> Result<()> {
+    if runc_recipe().root().join("stamp").exists() { Ok(()) } else { check_seccomp() }
 }
 
 /// runc's seccomp support links libseccomp through pkg-config; without them its build fails

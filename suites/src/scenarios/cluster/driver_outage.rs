@@ -51,7 +51,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::DRIVER_RESTART_LONG_OUTAGE;
     ctx.phase("a workload before the outage");
     ctx.create(&ctx.profile_claim("before")).await?;
-    ctx.create(&ctx.pod("before").claim("devices", "before").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("before").claim("devices", "before").command(dracheck_objects::IDLE).build()).await?;
     let (claim, _) = allocated(ctx, "before", Duration::from_secs(30)).await?;
     ctx.wait_phase("before", "Running", RUNNING).await?;
     let devices = device_names(&claim);
@@ -73,7 +73,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     }
     ctx.phase("a claim during the outage");
     ctx.create(&ctx.profile_claim("during")).await?;
-    ctx.create(&ctx.pod("during").claim("devices", "during").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("during").claim("devices", "during").command(dracheck_objects::IDLE).build()).await?;
     ctx.target.start_driver(&ctx.node).await?;
     let outage = down.elapsed();
 

@@ -31,7 +31,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let specs_before = ctx.target.cdi_specs(&ctx.node).await;
     ctx.phase("a workload before the restart");
     ctx.create(&ctx.profile_claim("before")).await?;
-    ctx.create(&ctx.pod("before").claim("devices", "before").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("before").claim("devices", "before").command(dracheck_objects::IDLE).build()).await?;
     let (claim, _) = allocated(ctx, "before", Duration::from_secs(30)).await?;
     ctx.wait_phase("before", "Running", Duration::from_secs(60)).await?;
     let devices = device_names(&claim);
@@ -95,7 +95,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let _ = ctx.api::<k8s_openapi::api::resource::v1::ResourceClaim>().delete("before", &Default::default()).await;
     ctx.phase("a new claim after the restart");
     ctx.create(&ctx.profile_claim("after")).await?;
-    ctx.create(&ctx.pod("after").claim("devices", "after").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("after").claim("devices", "after").command(dracheck_objects::IDLE).build()).await?;
     match ctx.wait_phase("after", "Running", Duration::from_secs(60)).await {
         Ok(took) => ctx.pass(
             ids::DRIVER_RESTART_NEW_CLAIMS_WORK,

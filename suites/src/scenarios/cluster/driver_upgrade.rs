@@ -106,7 +106,9 @@ async fn registration(
 async fn new_claim_runs(ctx: &Ctx<'_>, name: &str) -> Result<(Duration, Option<Vec<String>>), String> {
     let before = ctx.target.cdi_specs(&ctx.node).await;
     ctx.create(&ctx.profile_claim(name)).await.map_err(|e| e.to_string())?;
-    ctx.create(&ctx.pod(name).claim("devices", name).command("sleep 3600").build()).await.map_err(|e| e.to_string())?;
+    ctx.create(&ctx.pod(name).claim("devices", name).command(dracheck_objects::IDLE).build())
+        .await
+        .map_err(|e| e.to_string())?;
     let took = ctx.wait_phase(name, "Running", POD_START).await.map_err(|e| e.to_string())?;
     let specs = match (before, ctx.target.cdi_specs(&ctx.node).await) {
         (Some(before), Some(now)) => Some(new_specs(&before, &now)),

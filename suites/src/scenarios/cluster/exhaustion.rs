@@ -29,7 +29,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     for i in 0..MAX_FILL {
         let name = format!("fill-{i}");
         ctx.create(&ctx.profile_claim(&name)).await?;
-        ctx.create(&ctx.pod(&name).claim("devices", &name).command("sleep 3600").build()).await?;
+        ctx.create(&ctx.pod(&name).claim("devices", &name).command(dracheck_objects::IDLE).build()).await?;
         match runs_or_refused(ctx, &name, Duration::from_secs(30)).await {
             Some(Decided::Runs) => running.push(name),
             Some(Decided::Refused(_)) => {

@@ -59,7 +59,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
             continue;
         };
         ctx.create(&claim).await?;
-        ctx.create(&ctx.pod(&name).claim("devices", &name).command("sleep 3600").build()).await?;
+        ctx.create(&ctx.pod(&name).claim("devices", &name).command(dracheck_objects::IDLE).build()).await?;
         let verdict = wait_unschedulable(ctx, &name, Duration::from_secs(30)).await;
         let still_unallocated = ctx.get_claim(&name).await.is_some_and(|c| Ctx::allocated(&c).is_empty());
         match verdict {
@@ -196,7 +196,7 @@ async fn check_explained(
         })?;
         let fixed = format!("{name}-fixed");
         ctx.create(&ctx.profile_claim(&fixed)).await?;
-        ctx.create(&ctx.pod(&fixed).claim("devices", &fixed).command("sleep 3600").build()).await?;
+        ctx.create(&ctx.pod(&fixed).claim("devices", &fixed).command(dracheck_objects::IDLE).build()).await?;
         if let Err(e) = allocated(ctx, &fixed, Duration::from_secs(30)).await {
             ctx.fail(
                 ids::CLAIM_IMPOSSIBLE_EXPLAINED,

@@ -25,7 +25,7 @@ pub static SCENARIO: Scenario = Scenario {
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     ctx.phase(&format!("a workload on {}", ctx.node));
     ctx.create(&ctx.profile_claim("pinned")).await?;
-    ctx.create(&ctx.pod("victim").claim("devices", "pinned").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("victim").claim("devices", "pinned").command(dracheck_objects::IDLE).build()).await?;
     allocated(ctx, "pinned", Duration::from_secs(30)).await?;
     ctx.wait_phase("victim", "Running", Duration::from_secs(60)).await?;
 
@@ -68,7 +68,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     }
 
     ctx.phase("the same claim on another node");
-    let mut moved = dracheck_objects::pod(&ctx.ns, "moved").claim("devices", "pinned").command("sleep 3600");
+    let mut moved = dracheck_objects::pod(&ctx.ns, "moved").claim("devices", "pinned").command(dracheck_objects::IDLE);
     if let Some(spare) = ctx.spare_nodes.first() {
         moved = moved.on_node(spare);
     }

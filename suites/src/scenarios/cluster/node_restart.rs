@@ -41,7 +41,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::NODE_RESTART_DRIVER_RECOVERS;
     ctx.phase("a running workload");
     ctx.create(&ctx.profile_claim("survivor")).await?;
-    ctx.create(&ctx.pod("survivor").claim("devices", "survivor").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("survivor").claim("devices", "survivor").command(dracheck_objects::IDLE).build()).await?;
     let (claim, _) = allocated(ctx, "survivor", Duration::from_secs(30)).await?;
     ctx.wait_phase("survivor", "Running", RUNNING).await?;
     let uid = claim.metadata.uid.clone().unwrap_or_default();
@@ -135,7 +135,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
 
     ctx.phase("a new claim after the restart");
     ctx.create(&ctx.profile_claim("after")).await?;
-    ctx.create(&ctx.pod("after").claim("devices", "after").command("sleep 3600").build()).await?;
+    ctx.create(&ctx.pod("after").claim("devices", "after").command(dracheck_objects::IDLE).build()).await?;
     let ran_in = match ctx.wait_phase("after", "Running", RUNNING).await {
         Ok(took) => took,
         Err(e) => {
