@@ -20,6 +20,39 @@ use super::events::Log;
 use super::health::HealthCache;
 use super::health::watch::{self as health_watch, Watch};
 
+/// A registration that failed, and when to try it again. The kubelet's plugin manager retries a
+/// failed registration with exponential back-off (its operation executor's, from 500 ms to
+/// about 2 min), so a plugin whose socket the watcher found a moment before the plugin served on
+/// it registers at the next try; never retrying made that race fail a correct driver.
+#[derive(Debug, Clone, Copy)]
+struct Refused {
+    mtime: std::time::SystemTime,
+    retry_at: tokio::time::Instant,
+    backoff: Duration,
+}
+
+/// The first and the longest wait before a failed registration is tried again, as the
+/// kubelet's exponential back-off (`initialDurationBeforeRetry`, `maxDurationBeforeRetry`).
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MOST: Duration = Duration::from_secs(122);
+
+impl Refused {
+    /// Whether the socket is to be asked now: it changed, or its back-off is over.
+    fn due(&self, mtime: std::time::SystemTime) -> bool {
+        self.mtime != mtime || tokio::time::Instant::now() >= self.retry_at
+    }
+
+    /// The record after another failure at `mtime`: the back-off doubles for the same socket and
+    /// starts again for a changed one.
+    fn after(previous: Option<Refused>, mtime: std::time::SystemTime) -> Refused {
+        let backoff = match previous {
+            Some(p) if p.mtime == mtime => (p.backoff * 2).min(RETRY_MOST),
+            _ => RETRY_FIRST,
+        };
+        Refused { mtime, retry_at: tokio::time::Instant::now() + backoff, backoff }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Plugin {
     pub driver: String,
@@ -35,8 +68,8 @@ pub struct Plugin {
 pub struct Registry {
     /// Each driver's instances in the order they registered: the last is the newest.
     plugins: Mutex<HashMap<String, Vec<Plugin>>>,
-    /// Sockets that failed registration, so they are not asked again until they change.
-    refused: Mutex<HashMap<PathBuf, std::time::SystemTime>>,
+    /// Sockets that failed registration: asked again when they change, else after a back-off.
+    refused: Mutex<HashMap<PathBuf, Refused>>,
     wipes: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// The health stream of each registered instance that offers one, by registration socket.
     health: Mutex<HashMap<PathBuf, Watch>>,
@@ -171,8 +204,11 @@ async fn scan(
     for socket in sockets {
         let registered = registry.all().iter().any(|p| p.reg_socket == socket);
         let mtime = std::fs::metadata(&socket).and_then(|m| m.modified()).ok();
-        let refused_same = mtime.is_some() && registry.refused.lock().unwrap().get(&socket) == mtime.as_ref();
-        if registered || refused_same {
+        let waiting = match (mtime, registry.refused.lock().unwrap().get(&socket)) {
+            (Some(m), Some(r)) => !r.due(m),
+            _ => false,
+        };
+        if registered || waiting {
             continue;
         }
         match register(&socket, cfg.call_timeout).await {
@@ -202,7 +238,9 @@ async fn scan(
             Err(e) => {
                 log.warn("FailedRegistration", format!("plugin socket {}: {e}", socket.display()));
                 if let Some(m) = mtime {
-                    registry.refused.lock().unwrap().insert(socket, m);
+                    let mut refused = registry.refused.lock().unwrap();
+                    let next = Refused::after(refused.get(&socket).copied(), m);
+                    refused.insert(socket, next);
                 }
             }
         }
@@ -249,4 +287,28 @@ async fn register(socket: &Path, call_timeout: Duration) -> Result<Plugin, kubel
         client: registered.client,
         reg_socket: socket.to_path_buf(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_registration_is_tried_again_after_a_growing_back_off() {
+        let t0 = std::time::SystemTime::UNIX_EPOCH;
+        let first = Refused::after(None, t0);
+        assert_eq!(first.backoff, RETRY_FIRST);
+        assert!(!first.due(t0), "not at once");
+        let over = Refused { retry_at: tokio::time::Instant::now(), ..first };
+        assert!(over.due(t0), "after the back-off");
+        let mut r = first;
+        for _ in 0..20 {
+            r = Refused::after(Some(r), t0);
+        }
+        assert_eq!(r.backoff, RETRY_MOST, "bounded as the kubelet's");
+        // A changed socket (a restarted plugin) is asked at once, and its back-off starts again.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(r.due(t1));
+        assert_eq!(Refused::after(Some(r), t1).backoff, RETRY_FIRST);
+    }
 }
