@@ -167,7 +167,8 @@ pub async fn check(jobs: Vec<Job>, admission: impl Fn(NodeKind) -> Admission, re
             let seconds = t.elapsed().as_secs_f64();
             let agrees = disagreement(job.case, &result).map_or("agrees", |_| "DISAGREES");
             let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            live(&format!("[{n}/{total}] {}: {agrees} ({seconds:.0} s)", job.shown()));
+            let at = if n <= total { format!("{n}/{total}") } else { format!("rerun {}", n - total) };
+            live(&format!("[{at}] {}: {agrees} ({seconds:.0} s)", job.shown()));
             Done { job, result, seconds, reruns: Vec::new() }
         }
     };
