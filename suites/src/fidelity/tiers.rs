@@ -123,11 +123,17 @@ pub fn plan(tier: Tier, cases: &[&'static FaultCase], kinds: &[NodeKind], good_r
         let goods = if kind == NodeKind::Real { good_runs.min(1) } else { good_runs };
         jobs.extend(std::iter::repeat_n(Job { kind, case: None, scope: Scope::Whole }, goods));
         for want in [true, false] {
-            jobs.extend(rows.iter().zip(&whole).filter(|(r, w)| r.kind == kind && **w == want).map(|(r, w)| Job {
-                kind,
-                case: Some(r.case),
-                scope: if *w { Scope::Whole } else { Scope::Targeted },
-            }));
+            let mut of_kind: Vec<Job> = rows
+                .iter()
+                .zip(&whole)
+                .filter(|(r, w)| r.kind == kind && **w == want)
+                .map(|(r, w)| Job { kind, case: Some(r.case), scope: if *w { Scope::Whole } else { Scope::Targeted } })
+                .collect();
+            // Longest first: a row that keeps workloads from running names most guarantees and
+            // has each of their scenarios wait out its timeout (10 min for the widest), so it
+            // must not start last.
+            of_kind.sort_by_key(|j| std::cmp::Reverse(j.case.map_or(0, |c| c.breaks().len() + c.may_break().len())));
+            jobs.extend(of_kind);
         }
     }
     jobs
