@@ -75,9 +75,8 @@ fn git(root: &Path, args: &[&str]) -> Option<String> {
 
 /// The rows `faults` names, checked against the table before anything builds.
 fn check_faults(faults: &[String]) -> Result<(), String> {
-    let name = |f: &str| f.split_once('=').map_or(f, |(n, _)| n).to_string();
     for want in faults {
-        if !FAULTS.iter().any(|c| c.fault == want || name(c.fault) == *want) {
+        if dracheck_suites::fidelity::named(want).is_empty() {
             let known: Vec<&str> = FAULTS.iter().map(|c| c.fault).collect();
             return Err(format!(
                 "{want:?} is no row of the fidelity table; give a fault as the table spells it or its name before \

@@ -775,6 +775,13 @@ pub const NOT_DRIVER_PROPERTIES: &[NotDriverProperty] = &[
     NotDriverProperty { id: VERSIONS_KUBERNETES, why: "the cluster's version" },
 ];
 
+/// The rows `want` names: the fault as the table spells it (`fail-prepare=2`), or its name
+/// before `=` (`fail-prepare`), which picks every row of that name. Empty where none matches.
+pub fn named(want: &str) -> Vec<&'static FaultCase> {
+    let name = |f: &'static str| f.split_once('=').map_or(f, |(n, _)| n);
+    FAULTS.iter().filter(|c| c.fault == want || name(c.fault) == want).collect()
+}
+
 /// Why `result` does not match `case`, if it does not.
 pub fn mismatch(case: &FaultCase, result: &RunResult) -> Option<String> {
     let failed: BTreeSet<&str> = result.all().filter(|g| g.verdict == Verdict::Fail).map(|g| g.id.as_str()).collect();
@@ -893,6 +900,14 @@ mod tests {
         assert!(!row.targeted().unwrap().contains(&WORKLOAD_SEES_DEVICES));
         let row = FAULTS.iter().find(|c| c.fault == "stale-slices-on-exit").unwrap();
         assert_eq!(row.targeted(), None, "a row that must break nothing needs the whole suite");
+    }
+
+    #[test]
+    fn a_row_is_named_as_the_table_spells_it_or_by_its_name_before_the_argument() {
+        assert_eq!(named("fail-prepare=2").iter().map(|c| c.fault).collect::<Vec<_>>(), ["fail-prepare=2"]);
+        assert_eq!(named("fail-prepare").iter().map(|c| c.fault).collect::<Vec<_>>(), ["fail-prepare=2"]);
+        assert!(named("wrong-attribute").len() >= 2, "every row of that name");
+        assert!(named("hang").is_empty() && named("fail-prepare=3").is_empty());
     }
 
     #[test]

@@ -23,11 +23,9 @@ pub fn selected() -> Result<Vec<&'static FaultCase>, String> {
     let Some(only) = std::env::var("DRACHECK_FIDELITY_ONLY").ok().filter(|v| !v.trim().is_empty()) else {
         return Ok(FAULTS.iter().collect());
     };
-    let name = |f: &str| f.split_once('=').map_or(f, |(n, _)| n).to_string();
     let mut picked = Vec::new();
     for want in only.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-        let matching: Vec<&'static FaultCase> =
-            FAULTS.iter().filter(|c| c.fault == want || name(c.fault) == want).collect();
+        let matching = dracheck_suites::fidelity::named(want);
         if matching.is_empty() {
             let known: Vec<&str> = FAULTS.iter().map(|c| c.fault).collect();
             return Err(format!(

@@ -58,7 +58,8 @@ fn tier() -> Tier {
     }
 }
 
-/// The node kinds to run on: both, or the one `DRACHECK_NODE_KIND` names; real nodes only
+/// The node kinds to run on: both, or the one `DRACHECK_FIDELITY_NODE_KIND` names (not
+/// `DRACHECK_NODE_KIND`, which `cargo xtask test` sets to `emulated` for the other tests); real nodes only
 /// where the machine can run them (else the log says why).
 fn kinds() -> Vec<NodeKind> {
     let only: Option<NodeKind> =
