@@ -364,22 +364,42 @@ pub fn nodes_needed(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter)
     }
 }
 
+/// The roles of the cluster-tier scenarios of `profile` that `filter` selects, one per scenario.
+fn selected_roles(profile: &Profile, filter: &Filter) -> Vec<engine::Role> {
+    scenarios::cluster_scenarios()
+        .into_iter()
+        .filter(|s| s.applicable(Some(profile)).iter().any(|id| filter.selects(id)))
+        .map(|s| s.role)
+        .collect()
+}
+
+/// Whether `filter` leaves no guarantee of the driver's scenarios or of `profiles`' to check: a
+/// run of it would start a cluster, check nothing and pass.
+pub fn selects_nothing(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter) -> bool {
+    let driver =
+        scenarios::driver_scenarios().into_iter().any(|s| s.applicable(None).iter().any(|id| filter.selects(id)));
+    !driver && profiles.iter().all(|(_, p)| selected_roles(p, filter).is_empty())
+}
+
 /// The nodes with which every selected scenario role of every profile has a node of its own,
 /// so that the profiles run side by side (the engine runs them one after the other on fewer).
 pub fn nodes_side_by_side(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter) -> usize {
     profiles
         .iter()
         .map(|(_, p)| {
-            let mut roles: Vec<engine::Role> = scenarios::cluster_scenarios()
-                .into_iter()
-                .filter(|s| s.applicable(Some(p)).iter().any(|id| filter.selects(id)))
-                .map(|s| s.role)
-                .collect();
+            let mut roles = selected_roles(p, filter);
             roles.sort();
             roles.dedup();
             roles.len()
         })
         .sum()
+}
+
+/// The nodes with which every selected scenario has a node of its own (and node removal a
+/// spare): then no scenario waits for another, which is what a run of a fault that has each
+/// scenario wait out its timeout needs to end in one timeout rather than several in a row.
+pub fn nodes_each_alone(profiles: &[(std::path::PathBuf, Profile)], filter: &Filter) -> usize {
+    profiles.iter().map(|(_, p)| engine::lanes_wanted(&selected_roles(p, filter))).sum()
 }
 
 /// Creates what the driver's installation brings, as its chart would: its DeviceClasses, and

@@ -287,8 +287,8 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
     // Dropping the start future on Ctrl-C stops whatever it had started and removes the dir.
     let cluster = tokio::select! {
         r = LocalCluster::start(opts) => r?,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("dracheck: interrupted; stopped everything that had been started");
+        signal = crate::interrupt::interrupted() => {
+            eprintln!("dracheck: interrupted ({signal}); stopped everything that had been started");
             return Ok(exit::INTERRUPTED);
         }
     };
@@ -308,7 +308,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         let takeover = nodes::Takeover::default();
         let started = tokio::select! {
             r = nodes::spawn_agent(&state_dir, &args.nodes, &takeover, adapter.is_some()) => r,
-            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+            _ = crate::interrupt::interrupted() => Err("interrupted".into()),
         };
         if let Err(e) = started {
             eprintln!("dracheck: {e}");

@@ -191,6 +191,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     // Everything that can be wrong with the input is checked before anything starts.
     let adapter = args.driver.adapter(Some("mock"), &progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(&args, &adapter)?;
+    check_selection(&profiles, &args.filter()?)?;
     check_out(&args.out)?;
     match args.cluster.as_str() {
         "local" if args.driver_pods.is_some() => {
@@ -240,8 +241,8 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
     // it started and removes its state dir.
     let finished = tokio::select! {
         f = local_run::run(cfg, &run_id, &progress) => f.map_err(|e| (exit::of(e.failure), e.message))?,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("dracheck: interrupted; stopped the cluster and everything the run had started");
+        signal = crate::interrupt::interrupted() => {
+            eprintln!("dracheck: interrupted ({signal}); stopped the cluster and everything the run had started");
             return Ok(exit::INTERRUPTED);
         }
     };
@@ -257,6 +258,7 @@ async fn dry_run(args: &ConformanceArgs, progress: &Progress) -> Result<u8, Earl
     let adapter = args.driver.adapter(Some("mock"), progress).await?.expect("mock is the default driver");
     let profiles = load_profiles(args, &adapter)?;
     let filter = args.filter()?;
+    check_selection(&profiles, &filter)?;
     // kind and K3s clusters start empty: their driver is always installed.
     let installed = args.install.wanted()? || matches!(args.cluster.as_str(), "kind" | "k3s");
     let abilities = match args.cluster.as_str() {
@@ -279,6 +281,26 @@ async fn dry_run(args: &ConformanceArgs, progress: &Progress) -> Result<u8, Earl
     Ok(exit::OK)
 }
 
+/// The selection leaves something to check: a run that checks nothing would start a cluster
+/// and pass, which is no verdict.
+fn check_selection(profiles: &[(PathBuf, Profile)], filter: &Filter) -> Result<(), Early> {
+    if !local_run::selects_nothing(profiles, filter) {
+        return Ok(());
+    }
+    let shown = |flag: &str, globs: &[String]| globs.iter().map(|g| format!("{flag} '{g}'")).collect::<Vec<_>>();
+    let given = [shown("--only", &filter.only), shown("--skip", &filter.skip)].concat().join(" ");
+    let names: Vec<&str> = profiles.iter().map(|(_, p)| p.metadata.name.as_str()).collect();
+    Err((
+        exit::BAD_INPUT,
+        format!(
+            "{given} leaves no guarantee of the driver or of the profiles ({}) to check, so the run would check \
+             nothing and pass; select at least one with --only, or skip fewer (`{} list` shows the IDs)",
+            names.join(", "),
+            crate::program()
+        ),
+    ))
+}
+
 /// `--nodes` within what the run can use: enough for the selected scenarios, no more than the
 /// machine holds.
 fn check_nodes(nodes: usize, kind: NodeKind, profiles: &[(PathBuf, Profile)], filter: &Filter) -> Result<(), Early> {
@@ -288,8 +310,9 @@ fn check_nodes(nodes: usize, kind: NodeKind, profiles: &[(PathBuf, Profile)], fi
             exit::BAD_INPUT,
             format!(
                 "--nodes {nodes}: this run needs at least {needed} node(s): {why}. Pass --nodes {needed} or \
-                 more (the default, 7, runs every scenario role of the shipped profiles side by side), or leave the \
-                 node-removal guarantees out with --skip 'node.removal.*'"
+                 more (the default, {}, runs every scenario role of the shipped profiles side by side), or leave the \
+                 node-removal guarantees out with --skip 'node.removal.*'",
+                local_run::DEFAULT_NODES
             ),
         ));
     }
@@ -320,7 +343,48 @@ fn probe_out(out: &std::path::Path) -> Result<(), Early> {
         )
     };
     std::fs::create_dir_all(out).map_err(unwritable)?;
-    tempfile::Builder::new().prefix(".dracheck-probe-").tempfile_in(out).map(drop).map_err(unwritable)
+    tempfile::Builder::new().prefix(".dracheck-probe-").tempfile_in(out).map(drop).map_err(unwritable)?;
+    match free_bytes(out) {
+        Some(free) if free < OUT_SPACE => Err((
+            exit::BAD_INPUT,
+            format!(
+                "--out {}: {} KiB free there, and a result with its reports takes up to {} KiB; free some space or \
+                 pass --out on another file system",
+                out.display(),
+                free / 1024,
+                OUT_SPACE / 1024
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What a result and its reports take at most: a run's evidence (logs, events) makes the JSON
+/// a few hundred KiB, and the HTML and Markdown reports repeat it.
+const OUT_SPACE: u64 = 16 * 1024 * 1024;
+
+/// The bytes an unprivileged writer may still write in `dir`'s file system; `None` where
+/// that cannot be read (the write then says what went wrong).
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a valid C string and `stat` a statvfs the call fills in.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
+/// Writes `json` to `file` whole or not at all: into a temporary file beside it, then renamed
+/// over it. A write cut short (a full disk) leaves no empty or truncated result behind.
+fn write_whole(file: &std::path::Path, json: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".dracheck-result-").tempfile_in(dir)?;
+    tmp.write_all(json.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(file).map(drop).map_err(|e| e.error)
 }
 
 /// `--cluster kind|k3s` (`preflight` found Docker): a new cluster, the driver installed with
@@ -344,8 +408,8 @@ async fn container_cluster(
     let name = format!("dracheck-{}", local_run::run_id());
     let cluster = tokio::select! {
         c = Provider::create(&provider, &name, release, &gates, args.workers, &progress) => c?,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("dracheck: interrupted; deleting what had been created of cluster {name}");
+        signal = crate::interrupt::interrupted() => {
+            eprintln!("dracheck: interrupted ({signal}); deleting what had been created of cluster {name}");
             return Ok(exit::INTERRUPTED);
         }
     };
@@ -407,8 +471,8 @@ async fn local_chart(
     // On Ctrl-C or an error the half-started cluster's handle stops what it started.
     let cluster = tokio::select! {
         c = started => c.map_err(crate::install::cluster)?,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("dracheck: interrupted; stopped the cluster and everything the run had started");
+        signal = crate::interrupt::interrupted() => {
+            eprintln!("dracheck: interrupted ({signal}); stopped the cluster and everything the run had started");
             return Ok(exit::INTERRUPTED);
         }
     };
@@ -463,7 +527,7 @@ async fn existing(
             r = crate::install::install(&args.install, helm, spec, &kubeconfig, args.context.as_deref(), &adapter.name, &progress) => {
                 Some(r?)
             }
-            _ = tokio::signal::ctrl_c() => {
+            _ = crate::interrupt::interrupted() => {
                 eprintln!("dracheck: interrupted during the install; removing what it had made");
                 return Ok(exit::INTERRUPTED);
             }
@@ -493,7 +557,7 @@ async fn existing(
     // On Ctrl-C the run's future is dropped, and with it a local cluster inside it.
     let result = tokio::select! {
         r = local_run::run_existing(cfg, &run_id, &progress) => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
+        _ = crate::interrupt::interrupted() => None,
     };
     // The release goes while its cluster is still up; a local cluster stops after. A local
     // cluster is gone already where the run did not finish (its handle was dropped), and the
@@ -583,12 +647,12 @@ fn write_or_fallback(
     json: &str,
     fallback_dir: &std::path::Path,
 ) -> Result<(PathBuf, Option<std::io::Error>), String> {
-    let e = match std::fs::write(file, json) {
+    let e = match write_whole(file, json) {
         Ok(()) => return Ok((file.to_path_buf(), None)),
         Err(e) => e,
     };
     let fallback = fallback_dir.join(file.file_name().unwrap_or_else(|| "dracheck-result.json".as_ref()));
-    match std::fs::write(&fallback, json) {
+    match write_whole(&fallback, json) {
         Ok(()) => Ok((fallback, Some(e))),
         Err(e2) => Err(format!(
             "the run finished, but its result could be written neither to {} ({e}) nor to {} ({e2})",
@@ -657,5 +721,61 @@ mod tests {
         let (code, message) = super::check_out(&file).unwrap_err();
         assert_eq!(code, crate::exit::BAD_INPUT);
         assert!(message.contains("cannot write there"), "{message}");
+    }
+
+    /// A result that does not fit is not left behind cut short: `/dev/full` takes no byte, and
+    /// a file system with room for the result holds the whole of it and nothing else.
+    #[test]
+    fn a_result_is_written_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mock.json");
+        super::write_whole(&file, "{\"a\": 1}").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{\"a\": 1}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["mock.json"], "no temporary file is left");
+        // A directory where the result should go: the rename fails, and the half-made file goes.
+        let taken = dir.path().join("taken");
+        std::fs::create_dir(&taken).unwrap();
+        std::fs::write(taken.join("x"), "").unwrap();
+        assert!(super::write_whole(&taken, "{}").is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 2, "only mock.json and taken: {left:?}");
+    }
+
+    /// A file system without room for a result is refused before the run, with the space it
+    /// has and what a result needs.
+    #[test]
+    fn an_out_without_room_is_refused_before_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(super::free_bytes(dir.path()).is_some_and(|b| b > 0));
+        // /dev/shm's size is the machine's; a tiny file system needs a mount, which only root
+        // may make, so the check's arithmetic is what is tested everywhere.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped the small file system: mounting one needs root");
+            return;
+        }
+        let small = tempfile::tempdir().unwrap();
+        let target = std::ffi::CString::new(small.path().to_str().unwrap()).unwrap();
+        let fs = std::ffi::CString::new("tmpfs").unwrap();
+        let opts = std::ffi::CString::new("size=1m").unwrap();
+        // SAFETY: valid C strings; the mount is undone below, also when an assertion fails.
+        let mounted =
+            unsafe { libc::mount(fs.as_ptr(), target.as_ptr(), fs.as_ptr(), 0, opts.as_ptr().cast::<libc::c_void>()) }
+                == 0;
+        if !mounted {
+            eprintln!("skipped the small file system: mount: {}", std::io::Error::last_os_error());
+            return;
+        }
+        struct Unmount(std::ffi::CString);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                // SAFETY: a valid C string naming the mount made above.
+                unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+        let _unmount = Unmount(target);
+        let (code, message) = super::check_out(small.path()).unwrap_err();
+        assert_eq!(code, crate::exit::BAD_INPUT);
+        assert!(message.contains("KiB free there"), "{message}");
     }
 }

@@ -12,6 +12,7 @@ mod explain;
 mod fidelity;
 mod in_cluster;
 mod install;
+mod interrupt;
 mod inventory;
 mod kubeconfig;
 mod list;

@@ -257,12 +257,7 @@ async fn run_agent(state_dir: &Path, args: NodeArgs, takeover: Takeover) -> Resu
         }
         nodes.push(node);
     }
-    let mut term =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    crate::interrupt::interrupted().await;
     eprintln!("stopping {} driver(s) and {} node(s)", drivers.len(), nodes.len());
     drop(drivers);
     drop(nodes);

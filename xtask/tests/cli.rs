@@ -171,12 +171,18 @@ fn up_refuses_an_unknown_driver_or_a_driver_without_nodes(#[case] args: &[&str],
     "does not exist"
 )]
 #[case::no_nodes(&["conformance", "--nodes", "0"], "needs at least 2 node(s)")]
+#[case::the_default_named_right(&["conformance", "--nodes", "0"], "(the default, 10, runs")]
 #[case::unknown_node_kind(&["conformance", "--node-kind", "virtual"], "[possible values: real, emulated]")]
 #[case::too_many_real_nodes(&["conformance", "--nodes", "100000"], "--node-kind emulated")]
 #[case::only_as_a_list(&["conformance", "--only", "claim.*,plugin.*"], "no guarantee ID matches")]
 #[case::skip_typo(&["conformance", "--skip", "plugin.slice.*"], "no guarantee ID matches")]
 #[case::too_few_for_removal(&["conformance", "--nodes", "1"], "one more for each profile whose node-removal scenario")]
 #[case::too_many_for_the_machine(&["conformance", "--nodes", "100000"], "this machine can hold at most")]
+#[case::skip_everything(&["conformance", "--skip", "*"], "leaves no guarantee of the driver or of the profiles")]
+#[case::only_what_no_profile_checks(
+    &["conformance", "--profile", "shared-by-memory", "--only", "limits.max-devices-per-claim"],
+    "would check nothing and pass"
+)]
 #[case::unwritable_out(&["conformance", "--out", "/proc/dracheck-cannot-write-here"], "cannot write there")]
 #[case::out_is_a_file(&["conformance", "--out", "/proc/self/status"], "cannot write there")]
 fn conformance_refuses_bad_input_before_starting_anything(#[case] args: &[&str], #[case] needle: &str) {

@@ -55,6 +55,35 @@ fn ended_process() -> OwnerProcess {
     OwnerProcess { pid, start_ticks }
 }
 
+/// A run whose one scenario waits on a prepare that never answers (hang-prepare), so that it
+/// is still going whenever it is stopped; returned once its cluster and driver are up, with
+/// its state dir. Its stderr goes to `stderr` in `tmp`.
+fn start_hanging_run(tmp: &Path) -> (std::process::Child, PathBuf) {
+    let out_dir = tmp.join("out");
+    let stderr = std::fs::File::create(tmp.join("stderr")).unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["conformance", "--fault", "hang-prepare", "--only", "workload.sees-devices", "--nodes", "1"])
+        .arg("--out")
+        .arg(&out_dir)
+        .env("TMPDIR", tmp)
+        .env(dracheck_mock_driver::adapter::PROGRAM_ENV, common::mock_driver())
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let dir = loop {
+        if let Some(dir) = state_dirs(tmp).into_iter().find(|d| has_driver_log(d)) {
+            break dir;
+        }
+        assert!(run.try_wait().unwrap().is_none(), "the run ended before it could be stopped");
+        assert!(Instant::now() < deadline, "the run's cluster and driver never came up");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    (run, dir)
+}
+
 #[test]
 fn a_sigkilled_run_is_reaped_by_the_next_run() {
     let tmp = tempfile::tempdir().unwrap();
@@ -62,27 +91,7 @@ fn a_sigkilled_run_is_reaped_by_the_next_run() {
     let tmpdir = tmp.path().to_str().unwrap();
     let out_dir = tmp.path().join("out");
     let out_dir = out_dir.to_str().unwrap();
-    // hang-prepare: the run's one scenario waits on a prepare that never answers, so the run
-    // is still going whenever it is killed.
-    let mut first = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["conformance", "--fault", "hang-prepare", "--only", "workload.sees-devices", "--nodes", "1"])
-        .args(["--out", out_dir])
-        .env("TMPDIR", tmpdir)
-        .env(dracheck_mock_driver::adapter::PROGRAM_ENV, common::mock_driver())
-        .env_remove("KUBECONFIG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let dir = loop {
-        if let Some(dir) = state_dirs(tmp.path()).into_iter().find(|d| has_driver_log(d)) {
-            break dir;
-        }
-        assert!(first.try_wait().unwrap().is_none(), "the first run ended before it could be killed");
-        assert!(Instant::now() < deadline, "the first run's cluster and driver never came up");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let (mut first, dir) = start_hanging_run(tmp.path());
     let info = ClusterInfo::load(&dir).unwrap();
     assert!(matches!(info.owner, Owner::Process(p) if p.pid == first.id()), "the run owns its state: {info:?}");
     first.kill().unwrap(); // SIGKILL: no teardown runs.
@@ -103,6 +112,34 @@ fn a_sigkilled_run_is_reaped_by_the_next_run() {
     }
     assert_eq!(state_dirs(tmp.path()), Vec::<PathBuf>::new(), "neither run left a state dir");
     assert_eq!(processes_mentioning(tmp.path()), Vec::<String>::new(), "no driver of either run survives");
+}
+
+/// SIGTERM, what CI cancellation, `timeout` and a Job's deletion send, ends a run as Ctrl-C
+/// does: it says so, stops every process it started and removes its state dir, at once.
+#[test]
+fn a_sigtermed_run_stops_everything_it_started() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _teardown = Teardown(tmp.path());
+    let (mut run, dir) = start_hanging_run(tmp.path());
+    let info = ClusterInfo::load(&dir).unwrap();
+    // SAFETY: the pid of a child this test started and has not waited for.
+    assert_eq!(unsafe { libc::kill(run.id() as i32, libc::SIGTERM) }, 0);
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        assert!(sent.elapsed() < Duration::from_secs(60), "the run still runs 60 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = std::fs::read_to_string(tmp.path().join("stderr")).unwrap();
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(said.contains("interrupted (SIGTERM)"), "the run says why it ended: {said}");
+    assert!(!dir.exists(), "the run removed its state dir");
+    for p in &info.processes {
+        assert!(!p.is_alive(), "{} (pid {}) outlived the run", p.name, p.pid);
+    }
+    assert_eq!(processes_mentioning(tmp.path()), Vec::<String>::new(), "no driver outlives the run");
 }
 
 #[test]

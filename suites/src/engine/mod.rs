@@ -13,6 +13,6 @@ pub mod wait;
 
 pub use ctx::Ctx;
 pub use error::{ApiContext, ApiError, DisruptionError, ScenarioError};
-pub use runner::{Filter, NamespaceLifetime, Outcome, Plan, cleanup_run, run};
+pub use runner::{Filter, NamespaceLifetime, Outcome, Plan, cleanup_run, lanes_wanted, run};
 pub use scenario::{Disruption, Role, RunFn, Scenario, Tier};
 pub use target::{Abilities, Target};

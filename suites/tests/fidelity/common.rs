@@ -68,11 +68,13 @@ pub async fn run_suite(job: Job) -> RunResult {
     let mut cfg = LocalRun::default_for(adapter).expect("the default mock run is set up");
     cfg.cluster.node_kind = job.kind;
     cfg.filter.only = job.only();
-    // A targeted run starts the nodes its roles need, each on its own as in the default run;
-    // most rows need one or two, and every node is a kubelet and a driver process more.
+    // A targeted run starts a node for each of its scenarios, up to a whole run's nodes: most
+    // rows need one or two, and every node is a kubelet and a driver process more; but a row
+    // whose fault has each scenario wait out its timeout took 9-10 min on the nodes of its
+    // roles alone (one scenario after the other), longer than the whole suite on 16 nodes.
     cfg.nodes = match job.scope {
         Scope::Whole => nodes(job.kind),
-        Scope::Targeted => local_run::nodes_side_by_side(&cfg.profiles, &cfg.filter).clamp(1, nodes(job.kind)),
+        Scope::Targeted => local_run::nodes_each_alone(&cfg.profiles, &cfg.filter).clamp(1, nodes(job.kind)),
     };
     cfg.companion = Some(dracheck_mock_driver::adapter::companion().expect("the mock as the second driver"));
     let scope = if job.scope == Scope::Targeted { ",targeted" } else { "" };
