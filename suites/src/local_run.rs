@@ -20,6 +20,7 @@ use crate::scenarios;
 
 mod existing;
 mod no_slices;
+mod profile_objects;
 
 pub use existing::{ExistingRun, run_existing};
 
@@ -95,6 +96,7 @@ pub async fn run(cfg: LocalRun, run_id: &str, progress: &Progress) -> Result<Fin
         ..cfg.cluster
     };
     let cluster = bring_up(opts, cfg.nodes, &cfg.adapter).await?;
+    profile_objects::check(&cluster.client(), &cfg.profiles).await?;
     // A first run builds the control plane: minutes that are not the run's own time.
     let build = cluster.build;
     let cluster_start = begun.elapsed().saturating_sub(build);

@@ -205,6 +205,32 @@ fn conformance_refuses_bad_input_before_starting_anything(#[case] args: &[&str],
     assert!(!text(&out).contains("starting etcd"), "{args:?} started a cluster: {}", text(&out));
 }
 
+/// A profile whose CEL the API server refuses is the profile's error, named with its file,
+/// line and field, not a failure of every guarantee counted against the driver.
+#[test]
+fn a_profile_the_api_server_refuses_is_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("untyped.yaml");
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles/mock/standard-inference.yaml"))
+            .unwrap();
+    let class_selector = "expression: device.driver == \"gpu.mock.dracheck.io\"";
+    assert!(shipped.contains(class_selector), "the shipped profile selects by driver: {shipped}");
+    let line = shipped.lines().position(|l| l.contains(class_selector)).unwrap() + 1;
+    std::fs::write(&profile, shipped.replacen(class_selector, "expression: device.driver > 3", 1)).unwrap();
+    let out = xtask(
+        &["conformance", "--profile", profile.to_str().unwrap(), "--only", "versions.*", "--nodes", "1"],
+        &[("ARTIFACTS", tmp.path().to_str().unwrap()), ("TMPDIR", tmp.path().to_str().unwrap())],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    let at = format!("line {line}, column");
+    assert!(said.contains(profile.to_str().unwrap()) && said.contains(&at), "names the file and line: {said}");
+    assert!(said.contains("deviceClass.spec.selectors[0].cel.expression"), "names the field: {said}");
+    assert!(said.contains("refuses its DeviceClass as invalid"), "{said}");
+    assert!(!said.contains("FAIL"), "no guarantee is judged: {said}");
+}
+
 #[test]
 fn conformance_writes_a_result_and_a_summary() {
     // As a CI job runs it: no --out, the results go to $ARTIFACTS, the Markdown summary is

@@ -88,6 +88,7 @@ pub async fn run_existing(cfg: ExistingRun, run_id: &str, progress: &Progress) -
         served_features: Default::default(),
         enabled_gates: Default::default(),
     };
+    super::profile_objects::check(&client, &cfg.profiles).await?;
     let driver = driver_facts(&cfg.adapter);
     let work =
         tempfile::Builder::new().prefix("dracheck-p").tempdir().map_err(|e| unreachable(format!("a temp dir: {e}")))?;

@@ -23,7 +23,7 @@ mod version;
 
 pub use error::ProfileError;
 pub use file::schema::{SCHEMA_PATH, json_schema, json_schema_text};
-pub use file::{load, parse};
+pub use file::{invalid_field, load, parse};
 pub use lookup::{load_for, profiles_dir, resolve, shipped};
 pub use model::{
     Allocation, CapacityRecovery, ClassSource, Config, DriverOutage, DriverRestart, Guarantees, Impossible,

@@ -441,6 +441,23 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
     validate::Validator { path, cel: dracheck_explain::cel::Environment::new() }.profile(file)
 }
 
+/// The error of a field of the profile at `path` that something past the file refused (the
+/// API server's validation): the file, the line and column of `field` (dotted, as messages
+/// write fields: `deviceClass.spec.selectors[1].cel.expression`), as far as the file has it.
+pub fn invalid_field(path: &Path, field: &str, message: String) -> ProfileError {
+    let location = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_saphyr::from_str::<Spanned<Node>>(&text).ok())
+        .map_or(Location::UNKNOWN, |tree| located::locate_dotted(&tree, field));
+    ProfileError::Invalid {
+        path: path.to_path_buf(),
+        line: location.line(),
+        column: location.column(),
+        field: field.to_string(),
+        message,
+    }
+}
+
 /// `Spanned` adds a `value` step to serde_path_to_error's paths that is no field of the file
 /// (no field of a profile is called `value`).
 fn clean_field(raw: &str) -> String {
