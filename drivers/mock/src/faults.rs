@@ -58,6 +58,7 @@ pub enum Fault {
     UntaintedUnhealthy,
     CountersLarger,
     PartitionConsumesNothing,
+    SliceSyncDelay(u32),
     PrepareWholeDevice,
     NoDeviceStatus,
     NoHealth,
@@ -553,6 +554,25 @@ pub const TABLE: &[FaultSpec] = &[
         doc: "partitions are published without consumesCounters",
         form: Form::Bare(Fault::PartitionConsumesNothing),
     },
+    // Breaks no guarantee: upstream's ResourceSlice controller re-syncs a pool 30 s
+    // (`DefaultSyncDelay`) after the latest event about its slices and has no periodic resync,
+    // so a driver on it publishes the slices a kubelet wiped at start-up 30 s later. The suite
+    // must wait for that, not race it.
+    FaultSpec {
+        name: "slice-sync-delay",
+        doc: "slices someone deleted or edited are written again SECS seconds after the first event about them, as \
+              upstream's helper does (no periodic resync either)",
+        form: Form::Arg {
+            arg: "SECS",
+            sample: "30",
+            parse: |n| match n.parse() {
+                Ok(0) => Err(Some("SECS must be at least 1")),
+                Ok(secs) => Ok(Fault::SliceSyncDelay(secs)),
+                Err(_) => Err(Some("SECS must be a whole number")),
+            },
+            show: |f| if let Fault::SliceSyncDelay(n) = f { Some(n.to_string()) } else { None },
+        },
+    },
     // Like a driver that sets up the physical device for any partition of it (a MIG slice
     // prepared as the whole GPU). Breaks `partitionable.prepared-partition`.
     FaultSpec {
@@ -717,6 +737,14 @@ impl Faults {
     /// How many prepare calls fail: `fail-prepare=N`, else 0.
     pub fn fail_prepare(&self) -> u32 {
         self.last(|f| if let Fault::FailPrepare(n) = f { Some(*n) } else { None }).unwrap_or(0)
+    }
+
+    /// How long after an event about its slices the driver writes them again:
+    /// `slice-sync-delay=SECS`; `None`: at once.
+    pub fn slice_sync_delay(&self) -> Option<std::time::Duration> {
+        self.last(|f| {
+            if let Fault::SliceSyncDelay(n) = f { Some(std::time::Duration::from_secs((*n).into())) } else { None }
+        })
     }
 
     /// How many devices to make up: `phantom-devices=N`, else 0.

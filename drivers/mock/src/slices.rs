@@ -310,6 +310,10 @@ impl Publisher {
         let mut events = watcher(self.slices.clone(), config).default_backoff().boxed();
         let mut resync = tokio::time::interval(RESYNC);
         let mut retry_at: Option<Instant> = None;
+        // `slice-sync-delay=SECS`, as upstream's workqueue `AddAfter`: the first event sets the
+        // time, later ones until then do not move it.
+        let sync_delay = self.faults.slice_sync_delay();
+        let mut sync_at: Option<Instant> = None;
         // `no-slice-reconcile`: once published, only the driver's own devices are a reason to
         // write again, not what happened to the slices.
         let mut published = false;
@@ -322,6 +326,10 @@ impl Publisher {
                         // The initial list is what was there; a change after it ends the trust.
                         let initial = matches!(event, watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone);
                         self.trusting &= initial;
+                        if let Some(delay) = sync_delay.filter(|_| !initial) {
+                            sync_at.get_or_insert_with(|| Instant::now() + delay);
+                            continue;
+                        }
                         false
                     }
                     Some(Err(e)) => {
@@ -330,7 +338,11 @@ impl Publisher {
                     }
                     None => break,
                 },
-                _ = resync.tick() => false,
+                _ = resync.tick(), if sync_delay.is_none() => false,
+                _ = tokio::time::sleep_until(sync_at.unwrap_or_else(Instant::now)), if sync_at.is_some() => {
+                    sync_at = None;
+                    false
+                }
                 _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => true,
             };
             // One reconcile answers every event that is already queued.

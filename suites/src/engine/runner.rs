@@ -340,6 +340,15 @@ impl Lanes {
     }
 }
 
+/// Every verdict of `results` that did not pass says that the node's driver died, and keeps
+/// its log: whatever the scenario waited for, a driver that is not running explains it.
+fn name_the_dead_driver(results: &mut [GuaranteeResult], exit: &super::target::DriverExit) {
+    for r in results.iter_mut().filter(|r| r.verdict != Verdict::Pass) {
+        r.reason = format!("{} ({})", r.reason, exit.said());
+        r.evidence.push(exit.evidence());
+    }
+}
+
 /// The nodes that scenarios of `roles` (one per scenario) can use: a lane for each, a spare for
 /// node removal.
 pub fn lanes_wanted(roles: &[Role]) -> usize {
@@ -447,6 +456,13 @@ async fn run_one(
         results.push(result);
     }
     results.retain(|r| ids.contains(&r.id.as_str()));
+    if !node.is_empty()
+        && results.iter().any(|r| r.verdict != Verdict::Pass)
+        && let Some(exit) = target.driver_exit(&node).await
+    {
+        name_the_dead_driver(&mut results, &exit);
+        progress(&format!("{}: {}; its log ends:\n{}", s.name, exit.said(), exit.log_tail));
+    }
     let failed = results.iter().filter(|r| r.verdict == Verdict::Fail).count();
     progress(&format!(
         "{}: done in {:.1}s, {} checked, {failed} failed",
@@ -522,9 +538,35 @@ pub async fn cleanup_run(client: &kube::Client, run_id: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Lanes, Role, spread};
+    use super::{Lanes, Role, Verdict, name_the_dead_driver, spread, verdict};
 
     const ROLES: [Role; 5] = [Role::General, Role::Exhaustion, Role::Restarts, Role::Outages, Role::Removal];
+
+    /// A dead driver is named in every verdict of its node that did not pass, with its log,
+    /// and in none that passed.
+    #[test]
+    fn a_driver_that_died_is_named_in_the_verdicts_it_could_affect() {
+        let exit = crate::engine::target::DriverExit {
+            node: "node-3".into(),
+            status: "exit status: 1".into(),
+            log_tail: "panic: the device went away".into(),
+        };
+        let mut results = vec![
+            verdict("a", "s", Verdict::Fail, "not checked: pod x was not Running within 60s".into()),
+            verdict("b", "s", Verdict::Pass, "it ran".into()),
+            verdict("c", "s", Verdict::Skip, "cannot be told".into()),
+        ];
+        name_the_dead_driver(&mut results, &exit);
+        assert_eq!(
+            results[0].reason,
+            "not checked: pod x was not Running within 60s (the driver process on node-3 exited on its own (exit \
+             status: 1) and was not running)"
+        );
+        assert_eq!(results[0].evidence[0].body, "panic: the device went away");
+        assert_eq!(results[1].reason, "it ran");
+        assert!(results[1].evidence.is_empty());
+        assert!(results[2].reason.contains("exited on its own"));
+    }
 
     #[test]
     fn each_role_has_a_node_of_its_own_where_there_are_enough() {

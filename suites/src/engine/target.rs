@@ -46,6 +46,30 @@ pub struct Target {
     pub companion: Option<crate::adapters::Companion>,
 }
 
+/// A driver process that ended on its own: named in every verdict of its node that did not
+/// pass, since a dead driver explains them better than any wait that ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverExit {
+    pub node: String,
+    /// As the process's exit status reads (`exit status: 1`, `signal: 9 (SIGKILL)`).
+    pub status: String,
+    pub log_tail: String,
+}
+
+impl DriverExit {
+    /// What a verdict's reason adds.
+    pub fn said(&self) -> String {
+        format!("the driver process on {} exited on its own ({}) and was not running", self.node, self.status)
+    }
+
+    pub fn evidence(&self) -> crate::result::Evidence {
+        crate::result::Evidence {
+            title: format!("the driver's log on {} (its process exited: {})", self.node, self.status),
+            body: self.log_tail.clone(),
+        }
+    }
+}
+
 /// Label of the Nodes the plugin tier registers for its own driver instances.
 pub const PLUGIN_TIER_LABEL: &str = "dracheck.io/plugin-tier";
 
@@ -252,6 +276,16 @@ impl Target {
         let mut local = self.local.as_ref()?.lock().await;
         local.driver_mut(node)?;
         Some(local.nodes().iter().find(|n| n.name() == node)?.config().dirs())
+    }
+
+    /// Whether the driver process the local cluster runs on `node` ended on its own (not by a
+    /// scenario's stop or kill, which leave no process to ask): its exit status and the last
+    /// lines of its log. `None` where it runs, or where the suite runs no process there.
+    pub async fn driver_exit(&self, node: &str) -> Option<DriverExit> {
+        let mut local = self.local.as_ref()?.lock().await;
+        let driver = local.driver_mut(node)?;
+        let status = driver.exited()?;
+        Some(DriverExit { node: node.to_string(), status: status.to_string(), log_tail: driver.log_tail(20) })
     }
 
     /// Stops the driver on `node` (gracefully), for [`Target::start_driver`] to start again.

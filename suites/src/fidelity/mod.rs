@@ -221,6 +221,13 @@ pub const FAULTS: &[FaultCase] = &[
         skips: &[],
     },
     FaultCase {
+        fault: "slice-sync-delay=30",
+        misbehaviour: "none the contract forbids: slices someone deleted (the kubelet's wipe at start-up, the plugin tier) are written again 30 s after the deletion, as upstream's ResourceSlice controller does (DefaultSyncDelay), with no periodic resync; the suite's bounds must wait for that, not race it, so it must not fail anything",
+        breaks: &[],
+        may_break: &[],
+        skips: &[],
+    },
+    FaultCase {
         fault: "cdi-without-spec",
         misbehaviour: "prepare returns CDI IDs but writes no spec file, so containers cannot start",
         // Two shares' CDI devices that resolve to nothing set up no share either.

@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod plugin;
+pub mod upstream;
 
 use crate::engine::Scenario;
 

@@ -30,8 +30,9 @@ const RUNNING: Duration = Duration::from_secs(60);
 /// From the node's Ready to the pod's containers running again: the kubelet's first sync of
 /// the pod, a Prepare, a sandbox and the containers (measured: a few seconds).
 const BACK: Duration = Duration::from_secs(90);
-/// The kubelet wipes the node's slices at start-up; the driver publishes them again.
-const REPUBLISHED: Duration = Duration::from_secs(30);
+/// The kubelet wipes the node's slices at start-up; the driver publishes them again, on
+/// upstream's helper after its sync delay.
+const REPUBLISHED: Duration = crate::scenarios::upstream::REPUBLISHED_AFTER_DELETION;
 const GONE: Duration = Duration::from_secs(60);
 
 /// The devices the node's slices of the driver publish.
@@ -103,8 +104,9 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         ctx.fail(
             id,
             format!(
-                "{}s after the reboot the driver publishes {now:?} on the node (before: {devices_before:?})",
-                REPUBLISHED.as_secs()
+                "{}s after the reboot the driver publishes {now:?} on the node (before: {devices_before:?}; the bound: {})",
+                REPUBLISHED.as_secs(),
+                crate::scenarios::upstream::republish_bound_named()
             ),
             ctx.evidence("rebooted").await,
         );

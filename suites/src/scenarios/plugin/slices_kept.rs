@@ -18,8 +18,7 @@ use crate::profile::ids::PLUGIN_SLICES_RECREATED as ID;
 
 super::plugin_scenario!("plugin-slices-kept", [ID]);
 
-/// The upstream helper's mutation cache TTL and sync delay (90 s), with slack.
-const RECREATED: Duration = Duration::from_secs(120);
+const RECREATED: Duration = crate::scenarios::upstream::REPUBLISHED_AFTER_DELETION;
 
 /// Each device of the node's pool by name, with its attributes and capacities.
 fn devices(slices: &[ResourceSlice]) -> BTreeMap<String, String> {
@@ -81,11 +80,11 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
                 ID,
                 format!(
                     "{} slice(s) of the driver on {} were deleted by someone else; {}s later {why}: a driver keeps its \
-                     slices published (the upstream helper re-creates them 30 s after it sees the deletion, at most \
-                     90 s after it wrote them)",
+                     slices published (the bound: {})",
                     before.len(),
                     node.name,
-                    RECREATED.as_secs()
+                    RECREATED.as_secs(),
+                    crate::scenarios::upstream::republish_bound_named()
                 ),
                 node.evidence(),
             );
