@@ -231,6 +231,45 @@ fn a_profile_the_api_server_refuses_is_bad_input() {
     assert!(!said.contains("FAIL"), "no guarantee is judged: {said}");
 }
 
+/// A driver that dies mid-run is named in the verdicts it fails, with its exit status and its
+/// log, and on stderr: not left for the reader to guess from a wait that ran out.
+#[test]
+fn a_driver_that_dies_is_named_in_its_verdicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = xtask(
+        &[
+            "conformance",
+            "--fault",
+            "exit-on-prepare",
+            "--profile",
+            "shared-by-memory",
+            "--only",
+            "workload.sees-devices",
+            "--nodes",
+            "1",
+            "--node-kind",
+            "emulated",
+            "--out",
+            tmp.path().to_str().unwrap(),
+        ],
+        &[("TMPDIR", tmp.path().to_str().unwrap())],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("the driver process on node-1 exited on its own (exit status: 1)"), "{said}");
+    let file = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a result");
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let g = &result["profiles"][0]["guarantees"][0];
+    assert_eq!((g["id"].as_str(), g["verdict"].as_str()), (Some("workload.sees-devices"), Some("fail")), "{g}");
+    assert!(g["reason"].as_str().unwrap().contains("exited on its own"), "{g}");
+    let logs: Vec<&str> = g["evidence"].as_array().unwrap().iter().filter_map(|e| e["body"].as_str()).collect();
+    assert!(logs.iter().any(|b| b.contains("fault exit-on-prepare, exiting")), "the driver's last words: {logs:?}");
+}
+
 #[test]
 fn conformance_writes_a_result_and_a_summary() {
     // As a CI job runs it: no --out, the results go to $ARTIFACTS, the Markdown summary is
