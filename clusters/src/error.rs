@@ -29,6 +29,13 @@ pub enum ClusterError {
     UnknownVersion { requested: String, known: String },
 
     #[error(
+        "--resource-api-versions names resource.k8s.io/{version}, which Kubernetes {release} does not serve; it \
+         serves {known}. Pass some of those, or leave the flag out to serve what a default API server of {release} \
+         serves."
+    )]
+    BadResourceVersion { version: String, release: String, known: String },
+
+    #[error(
         "{dir} has no usable {binary} ({problem}). A --k8s-bin-dir must hold executable \
          etcd, kube-apiserver, kube-scheduler and kube-controller-manager binaries; drop the \
          flag to let dracheck build them from the upstream Go modules instead."
@@ -193,6 +200,7 @@ impl ClusterError {
     pub fn failure(&self) -> Failure {
         match self {
             ClusterError::UnknownVersion { .. }
+            | ClusterError::BadResourceVersion { .. }
             | ClusterError::MissingBinary { .. }
             | ClusterError::BinaryVersionMismatch { .. }
             | ClusterError::PortInUse { .. }

@@ -26,20 +26,12 @@ pub fn image_tag(release: &Release) -> String {
     format!("{}-k3s1", release.version)
 }
 
-/// The K3s server's command line: the gates on every component K3s embeds, every
-/// `resource.k8s.io` version the release has through the apiserver's `runtime-config`, and
+/// The K3s server's command line: the gates on every component K3s embeds, the
+/// `resource.k8s.io` versions a default API server of the release serves (no
+/// `runtime-config`), and
 /// without the bundled ingress, which a conformance run does not use.
-pub fn server_args(release: &Release, feature_gates: &str) -> Vec<String> {
+pub fn server_args(feature_gates: &str) -> Vec<String> {
     let mut out: Vec<String> = vec!["server".into(), "--snapshotter=native".into(), "--disable=traefik".into()];
-    let beta: Vec<String> = release
-        .resource_api_versions
-        .iter()
-        .filter(|v| **v != "v1")
-        .map(|v| format!("resource.k8s.io/{v}=true"))
-        .collect();
-    if !beta.is_empty() {
-        out.push(format!("--kube-apiserver-arg=runtime-config={}", beta.join(",")));
-    }
     if !feature_gates.is_empty() {
         for component in ["kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet"] {
             out.push(format!("--{component}-arg=feature-gates={feature_gates}"));
@@ -82,7 +74,7 @@ impl K3sCluster {
         let request = K3s::default()
             .with_conf_mount(&conf)
             .with_tag(image_tag(release))
-            .with_cmd(server_args(release, feature_gates))
+            .with_cmd(server_args(feature_gates))
             .with_container_name(name)
             .with_privileged(true)
             .with_userns_mode("host")

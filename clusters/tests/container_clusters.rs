@@ -26,10 +26,7 @@ async fn serves_dra(kubeconfig: &std::path::Path) {
     let client = client_for(kubeconfig, None).await.expect("a client from the cluster's kubeconfig");
     let served = served_resource_versions(&client).await.expect("the cluster answers");
     assert!(served.iter().any(|v| v == "v1"), "resource.k8s.io/v1 is served: {served:?}");
-    let beta = default_release().resource_api_versions.iter().filter(|v| **v != "v1");
-    for v in beta {
-        assert!(served.iter().any(|s| s == v), "runtime-config enables resource.k8s.io/{v}: {served:?}");
-    }
+    assert_eq!(served, default_release().default_resource_api_versions, "what a default API server serves");
 }
 
 fn containers_named(name: &str) -> String {

@@ -18,7 +18,11 @@ async fn starts_the_real_control_plane_and_reports_it() {
     assert!(!version.git_version.contains("-dirty") && !version.git_version.starts_with("v0.0.0"));
     if std::env::var_os("DRACHECK_K8S_BIN_DIR").is_none() {
         assert_eq!(version.git_version, default_release().version);
-        assert_eq!(cluster.resource_api_versions(), default_release().resource_api_versions);
+        assert_eq!(
+            cluster.resource_api_versions(),
+            default_release().default_resource_api_versions,
+            "exactly what a default API server of the release serves"
+        );
     }
     assert!(cluster.resource_api_versions().iter().any(|v| v == "v1"));
 

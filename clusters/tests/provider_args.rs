@@ -19,7 +19,7 @@ fn snapshot(name: &str, lines: Vec<String>) {
 fn k3s_server_args() {
     let release = default_release();
     let mut lines = vec![format!("image: {}:{}", k3s::IMAGE, k3s::image_tag(release))];
-    lines.extend(k3s::server_args(release, "DRAAdminAccess=true,DRAConsumableCapacity=true"));
+    lines.extend(k3s::server_args("DRAAdminAccess=true,DRAConsumableCapacity=true"));
     snapshot("k3s-server-args", lines);
 }
 

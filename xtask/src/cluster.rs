@@ -109,6 +109,10 @@ pub struct UpArgs {
     /// Feature gates for every component, e.g. DRADeviceTaints=true,DRAConsumableCapacity=true.
     #[arg(long, default_value = "")]
     feature_gates: String,
+    /// `resource.k8s.io` versions to serve beyond those a default API server of the release
+    /// serves (v1 alone for 1.36 and 1.37), comma-separated: `v1beta2,v1beta1`.
+    #[arg(long, value_delimiter = ',', value_name = "VERSIONS")]
+    resource_api_versions: Vec<String>,
     /// Port of the apiserver on 127.0.0.1 (default: a free one).
     #[arg(long)]
     apiserver_port: Option<u16>,
@@ -277,6 +281,7 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         k8s_bin_dir: args.bins.k8s_bin_dir,
         state_dir: Some(args.state.state_dir),
         feature_gates: args.feature_gates,
+        resource_api_versions: args.resource_api_versions,
         apiserver_port: args.apiserver_port,
         start_timeout: Duration::from_secs(args.start_timeout),
         lifetime: Lifetime::Detached,

@@ -71,6 +71,11 @@ pub struct ConformanceArgs {
     /// Feature gates for every component of the local cluster.
     #[arg(long, default_value = "")]
     pub feature_gates: String,
+    /// `resource.k8s.io` versions the local cluster serves beyond those a default API server
+    /// of its release serves (v1 alone for 1.36 and 1.37), comma-separated: `v1beta2,v1beta1`.
+    /// A driver that needs them fails on a default cluster; the result lists what was served.
+    #[arg(long, value_delimiter = ',', value_name = "VERSIONS")]
+    pub resource_api_versions: Vec<String>,
     /// Where to write the JSON result and its reports (`junit_*.xml`, Markdown, HTML): the
     /// CI's `$ARTIFACTS` where that is set, else `reports`.
     #[arg(long, env = "ARTIFACTS", default_value = "reports")]
@@ -184,6 +189,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
                    with --cluster local --install helm (other clusters pull from their registries)";
         return Err((exit::BAD_INPUT, msg.into()));
     }
+    check_resource_versions(&args)?;
     // Real nodes' prerequisites are checked in milliseconds, before any build.
     if args.cluster == "local" && args.node_kind.parse::<NodeKind>() == Ok(NodeKind::Real) {
         dracheck_clusters::local::real::preflight::check().map_err(|e| (exit::of(e.failure()), e.to_string()))?;
@@ -228,6 +234,7 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
             k8s_version: args.k8s_version.clone(),
             k8s_bin_dir: args.k8s_bin_dir.clone(),
             feature_gates: args.feature_gates.clone(),
+            resource_api_versions: args.resource_api_versions.clone(),
             node_kind,
             ..LocalClusterOptions::default()
         },
@@ -279,6 +286,31 @@ async fn dry_run(args: &ConformanceArgs, progress: &Progress) -> Result<u8, Earl
     println!("dry run: driver {} ({}) on --cluster {}; nothing is started", adapter.short, adapter.name, args.cluster);
     print!("{}", dracheck_suites::engine::dry_run::describe(&plan, abilities, &adapter));
     Ok(exit::OK)
+}
+
+/// `--resource-api-versions` names versions the local cluster's release serves, and only for
+/// the local cluster: another cluster serves what its admin set up.
+fn check_resource_versions(args: &ConformanceArgs) -> Result<(), Early> {
+    if args.resource_api_versions.is_empty() {
+        return Ok(());
+    }
+    if args.cluster != "local" {
+        return Err((
+            exit::BAD_INPUT,
+            format!(
+                "--resource-api-versions sets what the local cluster serves; --cluster {} serves what it was set up \
+                 with: drop the flag",
+                args.cluster
+            ),
+        ));
+    }
+    // A --k8s-bin-dir's release is known once its binaries answer; the cluster checks then.
+    let Ok(release) = dracheck_clusters::local::versions::find_release(
+        args.k8s_version.as_deref().unwrap_or(dracheck_clusters::local::versions::default_release().version),
+    ) else {
+        return Ok(());
+    };
+    release.check_resource_versions(&args.resource_api_versions).map_err(|e| (exit::BAD_INPUT, e.to_string()))
 }
 
 /// The selection leaves something to check: a run that checks nothing would start a cluster
@@ -454,6 +486,7 @@ async fn local_chart(
         k8s_version: args.k8s_version.clone(),
         k8s_bin_dir: args.k8s_bin_dir.clone(),
         feature_gates: args.feature_gates.clone(),
+        resource_api_versions: args.resource_api_versions.clone(),
         node_kind,
         progress: progress.clone(),
         ..LocalClusterOptions::default()

@@ -178,6 +178,11 @@ fn up_refuses_an_unknown_driver_or_a_driver_without_nodes(#[case] args: &[&str],
 #[case::skip_typo(&["conformance", "--skip", "plugin.slice.*"], "no guarantee ID matches")]
 #[case::too_few_for_removal(&["conformance", "--nodes", "1"], "one more for each profile whose node-removal scenario")]
 #[case::too_many_for_the_machine(&["conformance", "--nodes", "100000"], "this machine can hold at most")]
+#[case::unknown_resource_version(&["conformance", "--resource-api-versions", "v1beta1,v2"], "does not serve")]
+#[case::resource_versions_elsewhere(
+    &["conformance", "--cluster", "kubeconfig", "--resource-api-versions", "v1beta1"],
+    "sets what the local cluster serves"
+)]
 #[case::skip_everything(&["conformance", "--skip", "*"], "leaves no guarantee of the driver or of the profiles")]
 #[case::only_what_no_profile_checks(
     &["conformance", "--profile", "shared-by-memory", "--only", "limits.max-devices-per-claim"],

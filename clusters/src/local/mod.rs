@@ -57,6 +57,9 @@ pub struct LocalClusterOptions {
     pub state_dir: Option<PathBuf>,
     /// `Name=bool,…`, passed to every component.
     pub feature_gates: String,
+    /// `resource.k8s.io` versions to serve beyond what a default API server of the release
+    /// serves (`v1beta2`, …); empty: exactly those.
+    pub resource_api_versions: Vec<String>,
     /// `None`: a free port.
     pub apiserver_port: Option<u16>,
     /// For each component to become healthy.
@@ -93,6 +96,7 @@ impl Default for LocalClusterOptions {
             k8s_bin_dir: None,
             state_dir: None,
             feature_gates: String::new(),
+            resource_api_versions: Vec::new(),
             apiserver_port: None,
             start_timeout: Duration::from_secs(60),
             lifetime: Lifetime::Attached,
@@ -178,6 +182,9 @@ impl LocalCluster {
         let bins = resolve_binaries(&opts).await?;
         let build = building.elapsed();
         let release = versions::find_release(&bins.version).ok();
+        if let Some(r) = release {
+            r.check_resource_versions(&opts.resource_api_versions)?;
+        }
         let state = match &opts.state_dir {
             Some(dir) => StateDir::given(dir)?,
             None => StateDir::temporary()?,
@@ -343,8 +350,10 @@ impl LocalCluster {
                 "--allow-privileged=true".into(),
                 "--profiling=false".into(),
             ];
-            if let Some(release) = release {
-                args.push(format!("--runtime-config={}", release.runtime_config()));
+            if let Some(runtime_config) = release.map(|r| r.runtime_config(&opts.resource_api_versions))
+                && !runtime_config.is_empty()
+            {
+                args.push(format!("--runtime-config={runtime_config}"));
             }
             if let Some(log) = std::env::var_os(AUDIT_ENV).filter(|v| !v.is_empty()) {
                 args.extend(audit_args(&dir, Path::new(&log))?);

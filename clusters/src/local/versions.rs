@@ -15,9 +15,16 @@ pub struct Release {
     pub go_sum: &'static str,
     /// The minimum Go the recipe's `go` line asks for.
     pub min_go: &'static str,
-    /// Every `resource.k8s.io` version this release serves; the non-default ones are switched
-    /// on through `--runtime-config` so that the suite can test all of them.
+    /// Every `resource.k8s.io` version this release can serve; those beyond
+    /// [`Release::default_resource_api_versions`] only when asked for (`--runtime-config`).
     pub resource_api_versions: &'static [&'static str],
+    /// The `resource.k8s.io` versions a kube-apiserver of this release serves with its
+    /// defaults, which is what a cluster has unless its admin turned more on: the local
+    /// cluster serves exactly these unless a run asks for more, so that a driver still on a
+    /// beta client fails here as it would on a default cluster (pkg/controlplane/instance.go:
+    /// `stableAPIGroupVersionsEnabledByDefault` has resource v1, the betas are in
+    /// `betaAPIGroupVersionsDisabledByDefault`, v1alpha3 in `alphaAPIGroupVersionsDisabledByDefault`).
+    pub default_resource_api_versions: &'static [&'static str],
 }
 
 /// Newest first; the first one is the default.
@@ -29,6 +36,7 @@ pub const RELEASES: &[Release] = &[
         go_sum: include_str!("../../recipes/v1.37.2/go.sum"),
         min_go: "1.26.0",
         resource_api_versions: &["v1", "v1beta2", "v1beta1", "v1alpha3"],
+        default_resource_api_versions: &["v1"],
     },
     // The previous minor, for compatibility records across Kubernetes versions.
     Release {
@@ -38,6 +46,7 @@ pub const RELEASES: &[Release] = &[
         go_sum: include_str!("../../recipes/v1.36.3/go.sum"),
         min_go: "1.26.0",
         resource_api_versions: &["v1", "v1beta2", "v1beta1", "v1alpha3"],
+        default_resource_api_versions: &["v1"],
     },
 ];
 
@@ -80,14 +89,26 @@ impl Release {
         )
     }
 
-    /// `resource.k8s.io/vX=true,…` for every served version that is off by default.
-    pub fn runtime_config(&self) -> String {
-        self.resource_api_versions
-            .iter()
-            .filter(|v| **v != "v1")
+    /// `resource.k8s.io/vX=true,…` for each of `more` (versions to serve beyond the default)
+    /// that is off by default; empty where there is none.
+    pub fn runtime_config(&self, more: &[String]) -> String {
+        more.iter()
+            .filter(|v| !self.default_resource_api_versions.contains(&v.as_str()))
             .map(|v| format!("resource.k8s.io/{v}=true"))
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// `more` names only versions this release can serve.
+    pub fn check_resource_versions(&self, more: &[String]) -> Result<()> {
+        match more.iter().find(|v| !self.resource_api_versions.contains(&v.as_str())) {
+            None => Ok(()),
+            Some(unknown) => Err(ClusterError::BadResourceVersion {
+                version: unknown.clone(),
+                release: self.version.to_string(),
+                known: self.resource_api_versions.join(", "),
+            }),
+        }
     }
 }
 
@@ -126,9 +147,14 @@ mod tests {
         let r = default_release();
         assert_eq!(r.minor(), "1.37");
         assert!(r.version_ldflags().contains("gitMinor=37"));
+        assert_eq!(r.runtime_config(&[]), "", "a default API server's versions need no flag");
         assert_eq!(
-            r.runtime_config(),
-            "resource.k8s.io/v1beta2=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1alpha3=true"
+            r.runtime_config(&["v1".into(), "v1beta2".into(), "v1alpha3".into()]),
+            "resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
         );
+        assert!(r.check_resource_versions(&["v1beta1".into()]).is_ok());
+        let err = r.check_resource_versions(&["v2".into()]).unwrap_err();
+        assert!(err.to_string().contains("v1, v1beta2, v1beta1, v1alpha3"), "{err}");
+        assert_eq!(err.failure(), crate::error::Failure::BadInput);
     }
 }
