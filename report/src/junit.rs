@@ -34,7 +34,14 @@ pub fn render(r: &RunResult) -> String {
                 Verdict::Skip => TestCaseStatus::skipped(),
             };
             if g.verdict != Verdict::Pass {
-                status.set_message(g.reason.as_str());
+                // A failed `should` is advice the driver does not follow: it stays a failure in
+                // the report, marked as such, while the run's exit code ignores it.
+                match (g.verdict, g.level) {
+                    (Verdict::Fail, dracheck_results::levels::Level::Should) => {
+                        status.set_message(format!("[should] {}", g.reason))
+                    }
+                    _ => status.set_message(g.reason.as_str()),
+                };
             }
             if g.verdict == Verdict::Fail && !g.evidence.is_empty() {
                 status.set_description(evidence_summary(g));

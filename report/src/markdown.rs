@@ -31,7 +31,7 @@ pub fn render(r: &RunResult) -> String {
             out.push_str(&format!(
                 "| `{}` | {} | {} | {} |\n",
                 g.id,
-                view::symbol(g.verdict),
+                view::symbol(g),
                 cell(&g.reason),
                 cell(&view::durations(g))
             ));

@@ -1,6 +1,7 @@
 //! What every format shows of a result, computed once: its sections (the driver contract, then
 //! one per profile), verdict counts, headline and durations.
 
+use dracheck_results::levels::Level;
 use dracheck_results::{GuaranteeResult, RunResult, Verdict};
 
 pub struct Section<'a> {
@@ -72,10 +73,13 @@ pub fn durations(g: &GuaranteeResult) -> String {
     g.durations.iter().map(|(k, v)| format!("{k} {v:.1}s")).collect::<Vec<_>>().join(", ")
 }
 
-pub fn symbol(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Pass => "✅ pass",
-        Verdict::Fail => "❌ fail",
-        Verdict::Skip => "⏭️ skip",
+/// The verdict as a report cell; a failed `should` is advice the driver does not follow, not
+/// a failure of the contract.
+pub fn symbol(g: &GuaranteeResult) -> &'static str {
+    match (g.verdict, g.level) {
+        (Verdict::Pass, _) => "✅ pass",
+        (Verdict::Fail, Level::Must) => "❌ fail",
+        (Verdict::Fail, Level::Should) => "⚠️ fail (should)",
+        (Verdict::Skip, _) => "⏭️ skip",
     }
 }

@@ -100,6 +100,7 @@ pub const VERSIONS_DRIVER: &str = "versions.driver";
 
 // Driver contract (plugin tier): checked once per driver, independent of profiles.
 pub const PLUGIN_REGISTRATION_INFO: &str = "plugin.registration.info";
+pub const PLUGIN_REGISTRATION_V1: &str = "plugin.registration.v1";
 pub const PLUGIN_REGISTRATION_RECOVERS: &str = "plugin.registration.recovers";
 pub const PLUGIN_SLICES_MATCH_INVENTORY: &str = "plugin.slices.match-inventory";
 pub const PLUGIN_SLICES_OWNED_BY_NODE: &str = "plugin.slices.owned-by-node";
@@ -243,7 +244,11 @@ pub const MEANINGS: &[(&str, &str)] = &[
     (NODE_REMOVAL_CAPACITY_ELSEWHERE, "after a node removal a new pod gets devices on another node"),
     (VERSIONS_KUBERNETES, "the cluster's Kubernetes version meets the profile's requirement"),
     (VERSIONS_DRIVER, "the driver's stated version meets the profile's requirement"),
-    (PLUGIN_REGISTRATION_INFO, "GetInfo names a DRA plugin of the driver, its socket and the v1 service"),
+    (
+        PLUGIN_REGISTRATION_INFO,
+        "GetInfo names a DRA plugin of the driver, its socket and a DRAPlugin service the kubelet takes (v1 or v1beta1)",
+    ),
+    (PLUGIN_REGISTRATION_V1, "GetInfo offers the v1 DRAPlugin service"),
     (
         PLUGIN_REGISTRATION_RECOVERS,
         "a plugin the kubelet refused stays up with its sockets and registers at the kubelet's next attempt",

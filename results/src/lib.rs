@@ -4,6 +4,7 @@
 
 pub mod filter;
 pub mod ids;
+pub mod levels;
 mod result;
 
 pub use result::*;

@@ -40,6 +40,10 @@ pub struct GuaranteeResult {
     /// The scenario that checked it.
     pub scenario: String,
     pub verdict: Verdict,
+    /// Whether the contract requires it (`must`) or it is advice (`should`): a failed `should`
+    /// fails the run only with `--strict`. Results written before levels read as `must`.
+    #[serde(default)]
+    pub level: crate::levels::Level,
     /// Why it passed, failed or was skipped, in one sentence.
     pub reason: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -156,5 +160,10 @@ impl RunResult {
     /// Whether every guarantee that ran held (skips do not count against it).
     pub fn all_held(&self) -> bool {
         self.all().all(|g| g.verdict != Verdict::Fail)
+    }
+
+    /// No `must` failed (and with `strict`, no `should` either): what decides the exit code.
+    pub fn held(&self, strict: bool) -> bool {
+        self.all().all(|g| g.verdict != Verdict::Fail || (!strict && g.level == crate::levels::Level::Should))
     }
 }

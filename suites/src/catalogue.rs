@@ -13,6 +13,8 @@ use crate::scenarios;
 pub struct Entry {
     pub id: &'static str,
     pub meaning: &'static str,
+    /// `must` (the DRA contract requires it) or `should` (advice), with why for a `should`.
+    pub level: dracheck_results::levels::Level,
     /// The profile family (`guarantees:` key) that publishes it; `None`: the driver contract
     /// (plugin tier), checked for every driver whatever its profiles.
     pub family: Option<&'static str>,
@@ -51,6 +53,7 @@ pub fn entries() -> Vec<Entry> {
             out.push(Entry {
                 id,
                 meaning: dracheck_results::ids::meaning(id).unwrap_or(""),
+                level: dracheck_results::levels::Level::of(id),
                 family: family::of(id).map(|f| f.key),
                 scenario: scenario.name,
                 needs: needs(scenario),

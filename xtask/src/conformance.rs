@@ -11,6 +11,7 @@ use dracheck_suites::adapters::Adapter;
 use dracheck_suites::engine::{Abilities, Filter};
 use dracheck_suites::local_run::{self, ExistingRun, LocalRun};
 use dracheck_suites::profile::{self, Profile};
+use dracheck_suites::result::levels::Level;
 use dracheck_suites::result::{RunResult, Verdict};
 
 use crate::drivers::DriverArgs;
@@ -105,6 +106,11 @@ pub struct ConformanceArgs {
     /// would check, and which the target would skip and why. Exit 0, or 2 on bad input.
     #[arg(long)]
     pub dry_run: bool,
+    /// Fail the run (exit 1) for a failed `should` too, not only for a failed `must`:
+    /// `should` guarantees are hardening the DRA contract does not require (`list` shows each
+    /// guarantee's level).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl ConformanceArgs {
@@ -660,7 +666,7 @@ fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: R
             eprintln!("dracheck: could not append the summary to $GITHUB_STEP_SUMMARY ({}): {e}", summary.display());
         }
     }
-    Ok(if result.all_held() { exit::OK } else { exit::FAILED })
+    Ok(if result.held(args.strict) { exit::OK } else { exit::FAILED })
 }
 
 /// Appends the Markdown report to `path`, the file GitHub Actions shows as the job's summary
@@ -711,10 +717,12 @@ fn print_summary(r: &RunResult) {
         r.duration_seconds
     );
     let row = |scope: &str, g: &dracheck_suites::result::GuaranteeResult| {
-        let mark = match g.verdict {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::Skip => "skip",
+        let mark = match (g.verdict, g.level) {
+            (Verdict::Pass, _) => "PASS",
+            (Verdict::Fail, Level::Must) => "FAIL",
+            // Advice the driver does not follow: said, not failed (unless --strict).
+            (Verdict::Fail, Level::Should) => "WARN",
+            (Verdict::Skip, _) => "skip",
         };
         let reason: String = g.reason.chars().take(110).collect();
         println!("  {mark}  {scope:<20} {:<42} {reason}", g.id);
@@ -727,8 +735,19 @@ fn print_summary(r: &RunResult) {
             row(&p.name, g);
         }
     }
-    let count = |v: Verdict| r.all().filter(|g| g.verdict == v).count();
-    println!("{} passed, {} failed, {} skipped", count(Verdict::Pass), count(Verdict::Fail), count(Verdict::Skip));
+    let count = |v: Verdict, level: Option<Level>| {
+        r.all().filter(|g| g.verdict == v && level.is_none_or(|l| g.level == l)).count()
+    };
+    let advice = match count(Verdict::Fail, Some(Level::Should)) {
+        0 => String::new(),
+        n => format!(" ({n} of them should-level advice, WARN: exit 1 only with --strict)"),
+    };
+    println!(
+        "{} passed, {} failed{advice}, {} skipped",
+        count(Verdict::Pass, None),
+        count(Verdict::Fail, None),
+        count(Verdict::Skip, None)
+    );
 }
 
 #[cfg(test)]

@@ -32,16 +32,18 @@ pub fn run(args: ListArgs) -> u8 {
 fn table(entries: &[Entry]) -> String {
     let width = entries.iter().map(|e| e.id.len()).max().unwrap_or(0);
     let family_width = entries.iter().map(|e| family(e).len()).max().unwrap_or(0);
-    let mut out = format!("{:width$}  {:family_width$}  MEANING\n", "GUARANTEE", "FAMILY");
+    let mut out = format!("{:width$}  {:family_width$}  LEVEL   MEANING\n", "GUARANTEE", "FAMILY");
     for e in entries {
-        out.push_str(&format!("{:width$}  {:family_width$}  {}\n", e.id, family(e), e.meaning));
+        out.push_str(&format!("{:width$}  {:family_width$}  {:6}  {}\n", e.id, family(e), e.level.name(), e.meaning));
         if !e.needs.is_empty() {
-            out.push_str(&format!("{:width$}  {:family_width$}  needs: {}\n", "", "", e.needs.join("; ")));
+            out.push_str(&format!("{:width$}  {:family_width$}          needs: {}\n", "", "", e.needs.join("; ")));
         }
     }
     out.push_str(
         "\nFAMILY: the key under `guarantees:` that publishes the ID in a profile; `(driver)`: the driver\n\
-         contract, checked once per driver whatever its profiles. Where a need is not met the guarantee\n\
+         contract, checked once per driver whatever its profiles. LEVEL: `must` where the DRA contract\n\
+         requires it, `should` where it is hardening the contract does not require (a failed `should`\n\
+         fails a run only with `--strict`). Where a need is not met the guarantee\n\
          is skipped with that reason; a run also names the skips it finds only on the target (a CDI dir\n\
          it cannot read, a driver without a configuration probe).\n",
     );

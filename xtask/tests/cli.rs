@@ -275,6 +275,30 @@ fn a_driver_that_dies_is_named_in_its_verdicts() {
     assert!(logs.iter().any(|b| b.contains("fault exit-on-prepare, exiting")), "the driver's last words: {logs:?}");
 }
 
+/// A driver that offers only v1beta1.DRAPlugin registers with the v1.37 kubelet: it passes
+/// `plugin.registration.info`, fails only the advice to offer v1 (`should`), and the run exits
+/// 0, or 1 with `--strict`.
+#[test]
+fn a_failed_should_is_advice_unless_strict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |strict: bool| {
+        let mut args = vec!["conformance", "--fault", "register-v1beta1-only", "--only", "plugin.registration.*"];
+        args.extend(["--nodes", "1", "--node-kind", "emulated", "--out", tmp.path().to_str().unwrap()]);
+        if strict {
+            args.push("--strict");
+        }
+        xtask(&args, &[("TMPDIR", tmp.path().to_str().unwrap())])
+    };
+    let lenient = run(false);
+    let said = text(&lenient);
+    assert_eq!(lenient.status.code(), Some(0), "{said}");
+    assert!(said.contains("PASS  driver               plugin.registration.info"), "{said}");
+    assert!(said.contains("WARN  driver               plugin.registration.v1"), "{said}");
+    assert!(said.contains("1 of them should-level advice"), "{said}");
+    let strict = run(true);
+    assert_eq!(strict.status.code(), Some(1), "{}", text(&strict));
+}
+
 #[test]
 fn conformance_writes_a_result_and_a_summary() {
     // As a CI job runs it: no --out, the results go to $ARTIFACTS, the Markdown summary is

@@ -278,7 +278,7 @@ pub const TABLE: &[FaultSpec] = &[
         form: Form::Bare(Fault::RegisterFirstStartOnly),
     },
     // Like a driver whose registration was not updated for the v1 API; a kubelet falls back to
-    // v1beta1 and everything else works. Breaks `plugin.registration.info`.
+    // v1beta1 and everything else works. Breaks `plugin.registration.v1` (a `should`).
     FaultSpec {
         name: "register-v1beta1-only",
         doc: "GetInfo offers only v1beta1.DRAPlugin; both services are still served",

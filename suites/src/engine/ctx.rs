@@ -109,6 +109,7 @@ impl<'a> Ctx<'a> {
                     id: id.to_string(),
                     scenario: self.scenario.to_string(),
                     verdict,
+                    level: dracheck_results::levels::Level::of(id),
                     reason,
                     evidence,
                     durations: BTreeMap::new(),

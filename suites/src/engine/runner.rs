@@ -395,6 +395,7 @@ fn verdict(id: &str, scenario: &str, verdict: Verdict, reason: String) -> Guaran
         id: id.into(),
         scenario: scenario.into(),
         verdict,
+        level: dracheck_results::levels::Level::of(id),
         reason,
         evidence: Vec::new(),
         durations: BTreeMap::new(),

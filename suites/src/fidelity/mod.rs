@@ -120,6 +120,7 @@ const NEEDS_PREPARE: &[&str] = &[
 const NEEDS_REGISTRATION: &[&str] = &[
     PLUGIN_REGISTRATION_INFO,
     PLUGIN_REGISTRATION_RECOVERS,
+    PLUGIN_REGISTRATION_V1,
     PLUGIN_SLICES_MATCH_INVENTORY,
     PLUGIN_SLICES_OWNED_BY_NODE,
     PLUGIN_SLICES_RECREATED,
@@ -403,7 +404,7 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "register-v1beta1-only",
         misbehaviour: "GetInfo offers only v1beta1.DRAPlugin; the kubelet falls back to it and everything else works",
-        breaks: &[&[PLUGIN_REGISTRATION_INFO]],
+        breaks: &[&[PLUGIN_REGISTRATION_V1]],
         may_break: &[],
         skips: &[],
     },

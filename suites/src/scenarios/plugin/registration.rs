@@ -1,11 +1,14 @@
-//! GetInfo names a DRA plugin of the driver, its service socket and the v1 service.
+//! GetInfo names a DRA plugin of the driver, its service socket and a DRAPlugin service the
+//! kubelet takes: v1 or v1beta1, both of which the v1.37 kubelet dials
+//! (`servicesSupportedByKubelet`, pkg/kubelet/cm/dra/plugin/dra_plugin.go). Offering v1 is
+//! checked apart, as advice (`should`): a plugin on v1beta1 alone works today.
 
 use super::harness::PluginNode;
 use crate::engine::{Ctx, ScenarioError};
-use crate::profile::ids::PLUGIN_REGISTRATION_INFO as ID;
+use crate::profile::ids::{PLUGIN_REGISTRATION_INFO as ID, PLUGIN_REGISTRATION_V1 as V1};
 use dracheck_kubelet_api::{DRA_PLUGIN_TYPE, DRA_V1_SERVICE, DRA_V1BETA1_SERVICE};
 
-super::plugin_scenario!("plugin-registration", [ID]);
+super::plugin_scenario!("plugin-registration", [ID, V1]);
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let info = node.info().await?;
@@ -19,15 +22,35 @@ async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError
     if !std::path::Path::new(&info.endpoint).exists() {
         problems.push(format!("endpoint {} does not exist", info.endpoint));
     }
-    if !info.supported_versions.iter().any(|v| v == DRA_V1_SERVICE) {
-        problems.push(format!("supported_versions {:?} lack {DRA_V1_SERVICE}", info.supported_versions));
+    let v1 = info.supported_versions.iter().any(|v| v == DRA_V1_SERVICE);
+    let beta = info.supported_versions.iter().any(|v| v == DRA_V1BETA1_SERVICE);
+    if !v1 && !beta {
+        problems.push(format!(
+            "supported_versions {:?} name neither {DRA_V1_SERVICE} nor {DRA_V1BETA1_SERVICE}, the services the kubelet dials",
+            info.supported_versions
+        ));
     }
-    let beta = if info.supported_versions.iter().any(|v| v == DRA_V1BETA1_SERVICE) { " and v1beta1" } else { "" };
+    let serving = match (v1, beta) {
+        (true, true) => "v1 and v1beta1",
+        (true, false) => "v1",
+        _ => "v1beta1",
+    };
     ctx.check(
         ID,
         problems.is_empty(),
-        format!("a DRAPlugin named {} at {}, serving v1{beta}", info.name, info.endpoint),
+        format!("a DRAPlugin named {} at {}, serving {serving}", info.name, info.endpoint),
         problems.join("; "),
+        node.evidence(),
+    );
+    ctx.check(
+        V1,
+        v1,
+        format!("offers {DRA_V1_SERVICE}"),
+        format!(
+            "supported_versions {:?} lack {DRA_V1_SERVICE}: the kubelet takes v1beta1 today, but v1 is the stable \
+             service",
+            info.supported_versions
+        ),
         node.evidence(),
     );
     Ok(())
