@@ -135,8 +135,10 @@ pub(crate) fn explain_in(env: &Environment, state: &ClusterState, subject: &Subj
     let pending: Vec<&ResourceClaim> = subject.claims.iter().filter(|c| !is_allocated(c)).collect();
     let pinned: Vec<&ResourceClaim> = subject.claims.iter().filter(|c| is_allocated(c)).collect();
     let (requests, slots) = evaluate::requests(env, &pending, &state.classes);
-    let evals: Vec<Vec<DeviceEval>> =
-        requests.iter().map(|r| devices.iter().map(|pd| evaluate::evaluate(env, r, pd, &consumed)).collect()).collect();
+    let evals: Vec<Vec<DeviceEval>> = requests
+        .iter()
+        .map(|r| devices.iter().map(|pd| evaluate::evaluate(env, r, pd, &consumed, &state.taint_rules)).collect())
+        .collect();
     let constraints: Vec<Vec<DeviceConstraint>> = pending
         .iter()
         .map(|c| {

@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::resource::v1::{DeviceClass, DeviceRequest, DeviceToleration, ExactDeviceRequest, ResourceClaim};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceRequest, DeviceTaintRule, DeviceToleration, ExactDeviceRequest, ResourceClaim,
+};
 
 use crate::cel::{CelError, DeviceInput, Environment, Quantity, Selector};
 use crate::model::Reason;
@@ -186,7 +188,13 @@ fn tolerated(t: &DeviceToleration, key: &str, value: Option<&str>, effect: &str)
 /// Already consumed capacity of devices that allow several allocations, by device ID.
 pub type Consumed = HashMap<(String, String, String), BTreeMap<String, Quantity>>;
 
-pub fn evaluate(env: &Environment, req: &Request<'_>, pd: &PoolDevice<'_>, consumed: &Consumed) -> DeviceEval {
+pub fn evaluate(
+    env: &Environment,
+    req: &Request<'_>,
+    pd: &PoolDevice<'_>,
+    consumed: &Consumed,
+    rules: &[DeviceTaintRule],
+) -> DeviceEval {
     let driver = pd.slice.spec.driver.as_str();
     let device = pd.device;
     let input = DeviceInput::of(driver, device);
@@ -235,32 +243,122 @@ pub fn evaluate(env: &Environment, req: &Request<'_>, pd: &PoolDevice<'_>, consu
             }
         }
     }
-    let taint = device.taints.iter().flatten().find_map(|t| {
+    let ruled =
+        rules.iter().filter(|r| rule_selects(r, driver, &pd.slice.spec.pool.name, &device.name)).map(|r| &r.spec.taint);
+    let taint = device.taints.iter().flatten().chain(ruled).find_map(|t| {
         let effect = t.effect.as_str();
         let blocks = effect == "NoSchedule" || effect == "NoExecute";
         let ok = req.tolerations.iter().any(|tol| tolerated(tol, &t.key, t.value.as_deref(), effect));
         (blocks && !ok)
             .then(|| format!("{}{}:{effect}", t.key, t.value.as_deref().map(|v| format!("={v}")).unwrap_or_default()))
     });
-    let mut capacity = None;
     let id = (driver.to_string(), pd.slice.spec.pool.name.clone(), device.name.clone());
-    for (name, requested) in &req.capacity {
-        let has = device.capacity.as_ref().and_then(|c| c.get(name)).and_then(|c| Quantity::parse(&c.value.0).ok());
-        let used = consumed.get(&id).and_then(|m| m.get(name)).cloned();
-        let available = match (has, used) {
-            (Some(h), Some(u)) => h.sub(&u).ok(),
-            (h, _) => h,
+    let capacity = capacity_shortfall(req, device, consumed.get(&id));
+    DeviceEval { selectors, taint, capacity }
+}
+
+/// Whether a DeviceTaintRule's selector picks the device: every field it sets matches, and a
+/// rule without a selector picks none (the API's DeviceTaintRuleSpec).
+fn rule_selects(rule: &DeviceTaintRule, driver: &str, pool: &str, device: &str) -> bool {
+    let Some(sel) = &rule.spec.device_selector else { return false };
+    let ok = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    ok(&sel.driver, driver) && ok(&sel.pool, pool) && ok(&sel.device, device)
+}
+
+/// What of `device`'s capacity the request would take and does not find free, as the
+/// scheduler's allocator counts it (`CmpRequestOverCapacity` in k8s.io/dynamic-resource-allocation
+/// structured/internal/incubating/consumable_capacity.go): a capacity the device lacks fails
+/// the device; on a device that allows several allocations every capacity of it is consumed,
+/// the amount asked rounded up as its request policy says, or, asked for nothing, the policy's
+/// default, else the whole capacity (`fillEmptyRequest`). A device for one claim at a time is
+/// only checked for the amounts asked.
+fn capacity_shortfall(
+    req: &Request<'_>,
+    device: &k8s_openapi::api::resource::v1::Device,
+    used: Option<&BTreeMap<String, Quantity>>,
+) -> Option<Reason> {
+    let caps = device.capacity.clone().unwrap_or_default();
+    if let Some(name) = req.capacity.keys().find(|n| !caps.contains_key(*n)) {
+        let requested = req.capacity[name].to_string();
+        return Some(Reason::Capacity { name: name.clone(), requested, available: "none".into() });
+    }
+    let shared = device.allow_multiple_allocations == Some(true);
+    for (name, cap) in &caps {
+        let Ok(value) = Quantity::parse(&cap.value.0) else { continue };
+        let wanted = match (req.capacity.get(name), shared) {
+            (Some(asked), true) => rounded_up(asked, cap.request_policy.as_ref()),
+            (Some(asked), false) => asked.clone(),
+            (None, true) => cap
+                .request_policy
+                .as_ref()
+                .and_then(|p| p.default.as_ref())
+                .and_then(|d| Quantity::parse(&d.0).ok())
+                .unwrap_or_else(|| value.clone()),
+            (None, false) => continue,
         };
-        if available.as_ref().is_none_or(|a| a < requested) {
-            capacity = Some(Reason::Capacity {
-                name: name.clone(),
-                requested: requested.to_string(),
-                available: available.map_or("none".into(), |a| a.to_string()),
-            });
-            break;
+        let available = match used.and_then(|u| u.get(name)) {
+            Some(u) => value.sub(u).unwrap_or(value.clone()),
+            None => value.clone(),
+        };
+        if available < wanted {
+            let shown = |q: &Quantity| in_units_of(q, &value);
+            let requested = match req.capacity.get(name) {
+                Some(asked) if *asked != wanted => {
+                    format!("{asked} (taken as {} by the capacity's request policy)", shown(&wanted))
+                }
+                Some(asked) => asked.to_string(),
+                None => format!("{} (nothing asked: the capacity's default share)", shown(&wanted)),
+            };
+            return Some(Reason::Capacity { name: name.clone(), requested, available: shown(&available) });
         }
     }
-    DeviceEval { selectors, taint, capacity }
+    None
+}
+
+/// `q` in the binary unit `like` is written in (`5Gi` beside an `80Gi` capacity, not
+/// `5368709120`), where it is a whole number of them; as it is otherwise.
+fn in_units_of(q: &Quantity, like: &Quantity) -> String {
+    let text = like.to_string();
+    for (suffix, power) in [("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40), ("Pi", 50), ("Ei", 60)] {
+        if text.ends_with(suffix)
+            && let Some(v) = q.to_i128()
+            && v % (1i128 << power) == 0
+        {
+            return format!("{}{suffix}", v >> power);
+        }
+    }
+    q.to_string()
+}
+
+/// `asked` as the request policy rounds it (`calculateConsumedCapacity`): up to the valid
+/// range's minimum and then to a whole step above it, or up to the smallest valid value
+/// that holds it; unchanged where the policy says nothing or the numbers are not integers.
+fn rounded_up(asked: &Quantity, policy: Option<&k8s_openapi::api::resource::v1::CapacityRequestPolicy>) -> Quantity {
+    let Some(policy) = policy else { return asked.clone() };
+    let parse = |q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| Quantity::parse(&q.0).ok();
+    if let Some(range) = &policy.valid_range
+        && let Some(min) = parse(&range.min)
+    {
+        if *asked <= min {
+            return min;
+        }
+        let step = range.step.as_ref().and_then(parse);
+        return match (step.as_ref().and_then(Quantity::to_i128), min.to_i128(), asked.to_i128()) {
+            (Some(step), Some(low), Some(want)) if step > 0 => {
+                let steps = (want - low + step - 1) / step;
+                i64::try_from(low + steps * step).map_or_else(|_| asked.clone(), Quantity::from_int)
+            }
+            _ => asked.clone(),
+        };
+    }
+    if let Some(values) = &policy.valid_values {
+        let mut fitting: Vec<Quantity> = values.iter().filter_map(parse).filter(|v| v >= asked).collect();
+        fitting.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        if let Some(first) = fitting.into_iter().next() {
+            return first;
+        }
+    }
+    asked.clone()
 }
 
 /// Every device of the current generation of every pool, in the order the allocator walks

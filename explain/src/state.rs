@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use kube::api::{Api, ListParams};
 
 use crate::Error;
@@ -18,6 +20,9 @@ pub struct ClusterState {
     /// All claims of the cluster: their allocations say which devices are in use.
     pub claims: Vec<ResourceClaim>,
     pub nodes: Vec<Node>,
+    /// An administrator's taints on devices (DRADeviceTaintRules, on by default in 1.37): the
+    /// allocator counts them as the devices' own.
+    pub taint_rules: Vec<DeviceTaintRule>,
 }
 
 /// What is explained: the claims of a pod, or one claim on its own.
@@ -78,6 +83,12 @@ pub async fn read_cluster(client: &kube::Client) -> Result<ClusterState, Error> 
         slices: call(Api::<ResourceSlice>::all(client.clone()).list(&lp)).await?.items,
         claims: call(Api::<ResourceClaim>::all(client.clone()).list(&lp)).await?.items,
         nodes: call(Api::<Node>::all(client.clone()).list(&lp)).await?.items,
+        // A cluster without the API (the feature off, an older release) has no rules.
+        taint_rules: match Api::<DeviceTaintRule>::all(client.clone()).list(&lp).await {
+            Ok(list) => list.items,
+            Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+            Err(e) => call(async { Err::<Vec<DeviceTaintRule>, _>(e) }).await?,
+        },
     })
 }
 

@@ -258,6 +258,89 @@ fn device_taints_need_a_toleration() {
     assert_eq!(rows[0].ruled_out, Some(Reason::Taint { taint: "maintenance:NoSchedule".into() }));
 }
 
+/// An administrator's NoSchedule DeviceTaintRule keeps the scheduler off the devices it
+/// selects as their own taint would: explain said "fits" while the pod stayed Unschedulable.
+#[test]
+fn a_device_taint_rule_needs_a_toleration_too() {
+    use k8s_openapi::api::resource::v1::{DeviceTaint, DeviceTaintRule, DeviceTaintRuleSpec, DeviceTaintSelector};
+    let mut s = cluster(1);
+    let rule = |selector: Option<DeviceTaintSelector>| DeviceTaintRule {
+        metadata: Default::default(),
+        spec: DeviceTaintRuleSpec {
+            device_selector: selector,
+            taint: DeviceTaint { key: "maintenance".into(), effect: "NoSchedule".into(), ..Default::default() },
+        },
+        status: None,
+    };
+    // A rule without a selector picks no device; one for another driver neither.
+    s.taint_rules.push(rule(None));
+    s.taint_rules
+        .push(rule(Some(DeviceTaintSelector { driver: Some("nic.example.com".into()), ..Default::default() })));
+    assert!(explain(&s, claim(NS, "want", "gpu", 1, &[])).fits);
+    s.taint_rules.push(rule(Some(DeviceTaintSelector { driver: Some(DRIVER.into()), ..Default::default() })));
+    let e = explain(&s, claim(NS, "want", "gpu", 1, &[]));
+    assert!(!e.fits, "{}", crate::text(&e));
+    let rows = &e.claims[0].requests[0].devices;
+    assert_eq!(rows[0].ruled_out, Some(Reason::Taint { taint: "maintenance:NoSchedule".into() }));
+}
+
+/// A claim that names no amount of a shared device takes the capacity policy's default share
+/// (the whole capacity without one), as the allocator counts it: explain counted only amounts
+/// asked and said "fits" while the scheduler found too little left.
+#[test]
+fn a_share_that_asks_nothing_takes_the_policy_s_default() {
+    use k8s_openapi::api::resource::v1::{CapacityRequestPolicy, DeviceCapacity};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let shared = |default: Option<&str>| {
+        let mut s = cluster(1);
+        let devices = s.slices[0].spec.devices.as_mut().unwrap();
+        devices.truncate(1);
+        devices[0].allow_multiple_allocations = Some(true);
+        devices[0].capacity = Some(
+            [(
+                "memory".to_string(),
+                DeviceCapacity {
+                    value: Quantity("80Gi".into()),
+                    request_policy: default
+                        .map(|d| CapacityRequestPolicy { default: Some(Quantity(d.into())), ..Default::default() }),
+                },
+            )]
+            .into(),
+        );
+        s
+    };
+    let e = explain(&shared(Some("8Gi")), claim(NS, "want", "gpu", 1, &[]));
+    assert!(e.fits, "a default share fits a free device: {}", crate::text(&e));
+    // 75Gi of it taken already: the 8Gi default share does not fit, nor does the whole.
+    for default in [Some("8Gi"), None] {
+        let mut s = shared(default);
+        let mut taken = holder("other", "node-1", &["gpu-0"]);
+        let result = &mut taken
+            .status
+            .as_mut()
+            .unwrap()
+            .allocation
+            .as_mut()
+            .unwrap()
+            .devices
+            .as_mut()
+            .unwrap()
+            .results
+            .as_mut()
+            .unwrap()[0];
+        result.consumed_capacity = Some([("memory".to_string(), Quantity("75Gi".into()))].into());
+        s.claims.push(taken);
+        let e = explain(&s, claim(NS, "want", "gpu", 1, &[]));
+        assert!(!e.fits, "{default:?}: {}", crate::text(&e));
+        let rows = &e.claims[0].requests[0].devices;
+        let Some(Reason::Capacity { name, requested, available }) = &rows[0].ruled_out else {
+            panic!("{default:?}: {:?}", rows[0].ruled_out)
+        };
+        assert_eq!((name.as_str(), available.as_str()), ("memory", "5Gi"), "{default:?}");
+        assert!(requested.contains("nothing asked"), "{requested}");
+    }
+}
+
 #[test]
 fn the_json_names_causes_and_reasons_by_kind() {
     let e = explain(&cluster(1), claim(NS, "want", "nope", 1, &[]));
