@@ -3,8 +3,6 @@
 //! an unknown authority, a refused connection), instead of the HTTP client's bare "client
 //! error (Connect)". Causes are read from the error's types, never from its message text.
 
-use std::error::Error as StdError;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -131,45 +129,8 @@ pub fn ca_problem(cluster: &NamedCluster) -> Option<String> {
         .then(|| format!("cannot parse the CA as PEM: its {what} holds no PEM certificate block"))
 }
 
-/// Why a request to `server` failed, as kubectl words it, from the error's chain of sources.
-pub fn cause(err: &(dyn StdError + 'static)) -> String {
-    let mut chain = Vec::new();
-    let mut next: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = next {
-        if let Some(named) = named(e) {
-            return named;
-        }
-        chain.push(e.to_string());
-        next = e.source();
-    }
-    chain.dedup();
-    chain.join(": ")
-}
-
-/// A cause kubectl has words for, where `e` (or the error an `io::Error` wraps) is one.
-fn named(e: &(dyn StdError + 'static)) -> Option<String> {
-    if let Some(io) = e.downcast_ref::<std::io::Error>() {
-        if io.kind() == std::io::ErrorKind::ConnectionRefused {
-            return Some("connection refused (nothing listens at that address: is the cluster up?)".into());
-        }
-        if let Some(inner) = io.get_ref() {
-            return named(inner);
-        }
-    }
-    match e.downcast_ref::<rustls::Error>()? {
-        // A CA of the same name that did not sign the certificate is a bad signature to
-        // rustls; kubectl calls both an unknown authority.
-        rustls::Error::InvalidCertificate(
-            rustls::CertificateError::UnknownIssuer | rustls::CertificateError::BadSignature,
-        ) => Some(
-            "x509: certificate signed by unknown authority (the kubeconfig's CA did not sign the server's \
-             certificate: is it the CA of this cluster?)"
-                .into(),
-        ),
-        rustls::Error::InvalidCertificate(c) => Some(format!("x509: the server's certificate is not valid: {c:?}")),
-        other => Some(format!("TLS: {other}")),
-    }
-}
+/// Why a request failed, as kubectl words it: the one wording every command shares.
+pub use dracheck_objects::kube_errors::cause;
 
 #[cfg(test)]
 mod tests {

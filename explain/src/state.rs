@@ -52,7 +52,7 @@ async fn call<T>(f: impl std::future::Future<Output = kube::Result<T>>) -> Resul
              (Kubernetes 1.34 or later)",
             s.message
         ))),
-        Ok(Err(e)) => Err(unreachable(e)),
+        Ok(Err(e)) => Err(unreachable(dracheck_objects::kube_errors::cause(&e))),
         Ok(Ok(v)) => Ok(v),
     }
 }

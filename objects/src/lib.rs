@@ -3,10 +3,12 @@
 //! change to the API shape is made in one place.
 //!
 //! The value formats every layer checks live here too, once: resource quantities (`quantity`)
-//! and the API's name formats (`names`).
+//! and the API's name formats (`names`); and how a failed request to a cluster is worded
+//! (`kube_errors`), so that every command says it alike.
 
 pub mod claim;
 mod dra;
+pub mod kube_errors;
 pub mod names;
 mod node;
 mod pod;

@@ -104,7 +104,10 @@ async fn published(client: &kube::Client, node: &str) -> Result<Vec<Device>, (u8
         .map_err(|e| {
             (
                 exit::CLUSTER_DOWN,
-                format!("cannot list ResourceSlices: {e}; check --kubeconfig and that the cluster is up"),
+                format!(
+                    "cannot list ResourceSlices: {}; check --kubeconfig and that the cluster is up",
+                    dracheck_clusters::reach::cause(&e)
+                ),
             )
         })?
         .items;
