@@ -47,6 +47,11 @@ fn unreachable(e: impl std::fmt::Display) -> Error {
 async fn call<T>(f: impl std::future::Future<Output = kube::Result<T>>) -> Result<T, Error> {
     match tokio::time::timeout(TIMEOUT, f).await {
         Err(_) => Err(unreachable(format!("no answer within {}s", TIMEOUT.as_secs()))),
+        Ok(Err(kube::Error::Api(s))) if s.code == 403 => Err(Error::Unreachable(format!(
+            "these credentials may not read what the scheduler reads ({}); explain reads every DeviceClass, \
+             ResourceSlice, ResourceClaim, DeviceTaintRule and Node: grant list on them, or use credentials that have it",
+            s.message
+        ))),
         Ok(Err(kube::Error::Api(s))) if s.code == 404 => Err(Error::NoDraApi(format!(
             "the cluster does not serve the objects dracheck reads ({}); DRA needs resource.k8s.io/v1 \
              (Kubernetes 1.34 or later)",

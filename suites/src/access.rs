@@ -111,8 +111,9 @@ pub const NEEDS: &[Need] = &[
     Need {
         group: "resource.k8s.io",
         resource: "devicetaintrules",
-        verbs: &["create", "delete"],
-        why: "an administrator's taint on a device, in the taint scenarios",
+        verbs: &["create", "delete", "list"],
+        why: "an administrator's taint on a device, in the taint scenarios; `explain` reads every rule, which the \
+              scheduler counts as the devices' own taints",
     },
 ];
 

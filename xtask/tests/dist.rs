@@ -137,7 +137,7 @@ fn the_archive_runs_without_a_checkout() {
     ];
     let out = outside(&dracheck, &args, here);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(text(&out).contains("3 passed, 0 failed"), "{}", text(&out));
+    assert!(text(&out).contains("4 passed, 0 failed"), "{}", text(&out));
     assert!(std::fs::read_dir(here.join("reports")).unwrap().count() >= 4, "the result and its reports");
     eprintln!("conformance run: {:.1} s", started.elapsed().as_secs_f64());
 
