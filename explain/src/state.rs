@@ -89,10 +89,11 @@ pub async fn read_cluster(client: &kube::Client) -> Result<ClusterState, Error> 
         claims: call(Api::<ResourceClaim>::all(client.clone()).list(&lp)).await?.items,
         nodes: call(Api::<Node>::all(client.clone()).list(&lp)).await?.items,
         // A cluster without the API (the feature off, an older release) has no rules.
-        taint_rules: match Api::<DeviceTaintRule>::all(client.clone()).list(&lp).await {
+        // `call` words a 404 as a missing API: here that is a cluster without the rules.
+        taint_rules: match call(Api::<DeviceTaintRule>::all(client.clone()).list(&lp)).await {
             Ok(list) => list.items,
-            Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
-            Err(e) => call(async { Err::<Vec<DeviceTaintRule>, _>(e) }).await?,
+            Err(Error::NoDraApi(_)) => Vec::new(),
+            Err(e) => return Err(e),
         },
     })
 }
