@@ -159,21 +159,15 @@ async fn the_suite_runs_as_a_job_with_exactly_the_generated_rbac() {
         .find(|p| p.extension().is_some_and(|e| e == "json"))
         .unwrap_or_else(|| panic!("retrieve wrote no result: {said}"));
     let result: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let verdicts: Vec<&str> = result["driver_guarantees"]
+    let guarantees: Vec<&Value> = result["driver_guarantees"]
         .as_array()
         .unwrap()
         .iter()
         .chain(result["profiles"].as_array().unwrap().iter().flat_map(|p| p["guarantees"].as_array().unwrap()))
-        .map(|g| g["verdict"].as_str().unwrap())
         .collect();
-    let failed: Vec<String> = result["driver_guarantees"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(result["profiles"].as_array().unwrap().iter().flat_map(|p| p["guarantees"].as_array().unwrap()))
-        .filter(|g| g["verdict"] == "fail")
-        .map(|g| format!("{}: {}", g["id"], g["reason"]))
-        .collect();
+    let verdicts: Vec<&str> = guarantees.iter().map(|g| g["verdict"].as_str().unwrap()).collect();
+    let failed: Vec<String> =
+        guarantees.iter().filter(|g| g["verdict"] == "fail").map(|g| format!("{}: {}", g["id"], g["reason"])).collect();
     assert_eq!(retrieved.status.code(), Some(0), "{said}\nfailed: {failed:#?}");
     let passed = verdicts.iter().filter(|v| **v == "pass").count();
     eprintln!("the Job's run: {passed} of {} guarantees passed, the rest skipped", verdicts.len());
