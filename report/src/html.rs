@@ -1,5 +1,6 @@
 //! A static HTML page of one run: one file, no scripts, no network, no external assets, so it
-//! opens from a CI artifact or a mail attachment as it is. Evidence folds with `<details>`.
+//! opens from a CI artifact or a mail attachment as it is. It opens with what failed and how
+//! to rerun each, then the skips by reason; the facts and evidence fold with `<details>`.
 
 use dracheck_results::{RunResult, Verdict};
 
@@ -8,11 +9,41 @@ use crate::view::{self, Counts};
 pub fn render(r: &RunResult) -> String {
     let counts = Counts::of(r.all());
     let mut body = format!("<h1>dracheck: {}</h1>\n", esc(&view::headline(r)));
+    for note in r.shape.notes() {
+        body.push_str(&format!("<p class=\"note\">⚠️ {}.</p>\n", esc(&note).replace('`', "")));
+    }
     body.push_str(&format!(
         "<p class=\"counts\"><span class=\"v pass\">{} passed</span> <span class=\"v fail\">{} failed</span> <span class=\"v skip\">{} skipped</span></p>\n",
         counts.pass, counts.fail, counts.skip
     ));
-    body.push_str("<table class=\"facts\">\n");
+    let sections = view::sections(r);
+    let failures = view::failures(&sections);
+    if !failures.is_empty() {
+        body.push_str("<h2>What failed</h2>\n<table class=\"results\">\n<tr><th>guarantee</th><th>verdict</th><th>reason</th><th>rerun just this check</th></tr>\n");
+        for f in &failures {
+            let g = f.guarantee;
+            body.push_str(&format!(
+                "<tr><td class=\"id\"><a href=\"#{anchor}\"><code>{id}</code></a><br><small>{section}</small></td><td>{badge}</td><td>{reason}</td><td>add <code>{rerun}</code> to the run's command</td></tr>\n",
+                anchor = esc(&format!("{}.{}", f.section.key, g.id)),
+                id = esc(&g.id),
+                section = esc(&f.section.title),
+                badge = verdict_badge(g),
+                reason = esc(&g.reason),
+                rerun = esc(&view::rerun(g)),
+            ));
+        }
+        body.push_str("</table>\n");
+    }
+    let skips = view::skips_by_reason(&sections);
+    if !skips.is_empty() {
+        body.push_str("<h2>Skipped, by reason</h2>\n<ul class=\"skips\">\n");
+        for (reason, ids) in &skips {
+            let ids: Vec<String> = ids.iter().map(|id| format!("<code>{}</code>", esc(id))).collect();
+            body.push_str(&format!("<li>{} ({}): {}</li>\n", esc(reason), ids.len(), ids.join(", ")));
+        }
+        body.push_str("</ul>\n");
+    }
+    body.push_str("<details class=\"facts\"><summary>The run: driver, cluster, versions, gates</summary>\n<table class=\"facts\">\n");
     let facts = [
         ("driver", format!("{} {}", r.driver.name, r.driver.version)),
         ("driver artifact", r.driver.artifact.clone()),
@@ -32,8 +63,8 @@ pub fn render(r: &RunResult) -> String {
     for (k, v) in facts.into_iter().filter(|(_, v)| !v.is_empty()) {
         body.push_str(&format!("<tr><th>{}</th><td>{}</td></tr>\n", esc(k), esc(&v)));
     }
-    body.push_str("</table>\n");
-    for section in view::sections(r) {
+    body.push_str("</table>\n</details>\n");
+    for section in &sections {
         body.push_str(&format!("<h2>{}</h2>\n", esc(&section.title)));
         body.push_str(
             "<table class=\"results\">\n<tr><th>guarantee</th><th>verdict</th><th>reason</th><th>time</th></tr>\n",
@@ -55,7 +86,7 @@ pub fn render(r: &RunResult) -> String {
                 anchor = esc(&format!("{}.{}", section.key, g.id)),
                 id = esc(&g.id),
                 scenario = esc(&g.scenario),
-                badge = badge(g.verdict),
+                badge = verdict_badge(g),
                 reason = esc(&g.reason),
                 time = esc(&view::durations(g)).replace(", ", "<br>"),
             ));
@@ -97,6 +128,16 @@ pub fn badge(v: Verdict) -> String {
     format!("<span class=\"v {v}\">{v}</span>")
 }
 
+/// A guarantee's verdict; a failed `should` is advice not followed, not a failed contract.
+fn verdict_badge(g: &dracheck_results::GuaranteeResult) -> String {
+    match (g.verdict, g.level) {
+        (Verdict::Fail, dracheck_results::levels::Level::Should) => {
+            "<span class=\"v warn\">fail (should)</span>".into()
+        }
+        (v, _) => badge(v),
+    }
+}
+
 /// The page around a body: the one stylesheet, inline. Wide tables scroll inside their box
 /// instead of pushing the page wider than a laptop screen.
 pub fn page(title: &str, body: &str) -> String {
@@ -119,8 +160,9 @@ table.results td.id { white-space: nowrap; overflow-wrap: normal; } td.id code {
 small { color: #57606a; }
 .v { display: inline-block; min-width: 3.2em; text-align: center; padding: .05rem .4rem; border-radius: .3rem; font-weight: 600; font-size: .85em; text-decoration: none; }
 .v.pass { background: #dafbe1; color: #116329; } .v.fail { background: #ffebe9; color: #a40e26; } .v.skip { background: #eef1f4; color: #57606a; }
-.v.none { color: #8c959f; }
+.v.none { color: #8c959f; } .v.warn { background: #fff8c5; color: #7d4e00; }
 p.counts .v { margin-right: .4rem; }
+p.note { background: #fff8c5; border: 1px solid #d4a72c; border-radius: .3rem; padding: .4rem .6rem; font-weight: 600; }
 details { margin: .3rem 0; } summary { cursor: pointer; color: #0969da; }
 pre { background: #f6f8fa; padding: .5rem; overflow-x: auto; max-height: 24rem; font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; max-width: 100%; border: 1px solid #d0d7de; }

@@ -1,5 +1,7 @@
-//! A Markdown summary for pull-request comments: the headline, the counts, one table per
-//! section, and the evidence of failures folded under `<details>`.
+//! A Markdown summary for pull-request comments and CI step summaries: the headline, what the
+//! run's flags made of it, the counts, what failed (the failed `must`s first, each with how to
+//! rerun it alone), the skips grouped by reason, the run's facts folded, then one table per
+//! section with the evidence of failures folded under `<details>`.
 
 use dracheck_results::{RunResult, Verdict};
 
@@ -11,8 +13,37 @@ const EVIDENCE_LINES: usize = 40;
 pub fn render(r: &RunResult) -> String {
     let counts = Counts::of(r.all());
     let mut out = format!("## dracheck: {}\n\n", view::headline(r));
+    for note in r.shape.notes() {
+        out.push_str(&format!("> ⚠️ {note}.\n\n"));
+    }
     let status = if counts.fail == 0 { "every checked guarantee held" } else { "some guarantees did not hold" };
     out.push_str(&format!("**{counts}** — {status}.\n\n"));
+    let sections = view::sections(r);
+    let failures = view::failures(&sections);
+    if !failures.is_empty() {
+        out.push_str("### What failed\n\n| guarantee | where | reason | rerun just this check |\n|---|---|---|---|\n");
+        for f in &failures {
+            out.push_str(&format!(
+                "| `{}` | {} | {}: {} | add `{}` to the run's command |\n",
+                f.guarantee.id,
+                cell(&f.section.title),
+                view::symbol(f.guarantee),
+                cell(&f.guarantee.reason),
+                view::rerun(f.guarantee)
+            ));
+        }
+        out.push('\n');
+    }
+    let skips = view::skips_by_reason(&sections);
+    if !skips.is_empty() {
+        out.push_str("### Skipped, by reason\n\n");
+        for (reason, ids) in &skips {
+            let ids: Vec<String> = ids.iter().map(|id| format!("`{id}`")).collect();
+            out.push_str(&format!("- {} ({}): {}\n", cell(reason), ids.len(), ids.join(", ")));
+        }
+        out.push('\n');
+    }
+    out.push_str("<details><summary>The run</summary>\n\n");
     let features = r.cluster.served_features_line();
     let features = if features.is_empty() { features } else { format!(" · {features}") };
     out.push_str(&format!(
@@ -25,7 +56,8 @@ pub fn render(r: &RunResult) -> String {
     if !gates.is_empty() {
         out.push_str(&format!("DRA gates (API server): {gates}\n\n"));
     }
-    for section in view::sections(r) {
+    out.push_str("</details>\n\n");
+    for section in &sections {
         out.push_str(&format!("### {}\n\n| guarantee | verdict | reason | time |\n|---|---|---|---|\n", section.title));
         for g in section.guarantees {
             out.push_str(&format!(

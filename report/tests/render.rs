@@ -56,6 +56,77 @@ fn junit_has_one_case_per_guarantee_with_failures_and_skips_as_such() {
     assert!(xml.contains("the profile promises no shared claims"), "a skip carries its reason");
 }
 
+/// CI systems key a case's history on its name, and show its time: a name is unique across
+/// profiles, and a case with no measured step takes its scenario's time.
+#[test]
+fn junit_cases_are_named_per_section_and_timed_by_their_scenario() {
+    let r = fixture();
+    let xml = render(&r, Format::Junit, &Redactor::default());
+    let report = Report::deserialize_from_str(&xml).unwrap();
+    let names: Vec<String> =
+        report.test_suites.iter().flat_map(|s| s.test_cases.iter()).map(|c| c.name.to_string()).collect();
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    assert!(names.contains(&"driver/plugin.registration.info".to_string()), "{names:?}");
+    let profile = &r.profiles[0];
+    let compatible = report
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter())
+        .find(|c| c.name.as_str() == format!("{}/claim.compatible.allocated", profile.name))
+        .expect("the compatible case");
+    let scenario = r.timings[&format!("scenario:{}/compatible", profile.name)];
+    let own: f64 =
+        profile.guarantees.iter().find(|g| g.id == "claim.compatible.allocated").unwrap().durations.values().sum();
+    let expected = if own > 0.0 { own } else { scenario };
+    assert!((compatible.time.unwrap().as_secs_f64() - expected).abs() < 0.01, "{:?}", compatible.time);
+    assert!(report.test_suites.iter().all(|s| s.time.is_some()), "suites are timed");
+}
+
+/// A reader sees what failed, and how to rerun it, before anything else; the skips once per
+/// reason; the facts folded away.
+#[test]
+fn reports_lead_with_the_failures_then_the_skips_by_reason() {
+    let r = fixture();
+    for (format, heading, facts) in [
+        (Format::Markdown, "### Driver contract", "resource.k8s.io v1"),
+        (Format::Html, "<h2>Driver contract", "<th>resource.k8s.io</th>"),
+    ] {
+        let text = render(&r, format, &Redactor::default());
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{format:?} lacks {s:?}:\n{text}"));
+        assert!(at("What failed") < at("Skipped, by reason"), "{format:?}");
+        assert!(at("Skipped, by reason") < at(heading), "{format:?}");
+        assert!(at("What failed") < at(facts), "{format:?}: the facts come after the failures");
+        for g in r.all().filter(|g| g.verdict == Verdict::Fail) {
+            assert!(text.contains(&format!("--only {}", g.id)), "{format:?}: how to rerun {}", g.id);
+        }
+        assert!(text.contains("the profile promises no shared claims (1)"), "{format:?}: a skip reason with its count");
+    }
+}
+
+/// A run of a driver broken on purpose, or a filtered one, says so before any verdict.
+#[test]
+fn a_shaped_run_says_how_at_the_top_of_every_report() {
+    let mut r = fixture();
+    r.shape = dracheck_results::RunShape {
+        faults: vec!["hang-prepare".into()],
+        only: vec!["plugin.*".into()],
+        ..Default::default()
+    };
+    let md = render(&r, Format::Markdown, &Redactor::default());
+    let first_table = md.find("| guarantee").unwrap();
+    let note = md.find("> ⚠️ run with fault `hang-prepare`").expect("the fault note");
+    assert!(note < first_table, "{md}");
+    assert!(md.contains("> ⚠️ only the guarantees matching `plugin.*` ran."), "{md}");
+    let html = render(&r, Format::Html, &Redactor::default());
+    let note = html.find("<p class=\"note\">⚠️ run with fault hang-prepare").expect("the fault note in HTML");
+    assert!(note < html.find("<table").unwrap(), "{html}");
+    let xml = render(&r, Format::Junit, &Redactor::default());
+    assert!(xml.contains("name=\"run.fault\" value=\"hang-prepare\""), "{xml}");
+    // A whole run says nothing of it.
+    assert!(!render(&fixture(), Format::Markdown, &Redactor::default()).contains("⚠️ run with"));
+}
+
 #[test]
 fn html_is_one_self_contained_file_with_escaped_text() {
     let html = render(&fixture(), Format::Html, &Redactor::default());
@@ -71,7 +142,8 @@ fn html_is_one_self_contained_file_with_escaped_text() {
 fn markdown_tables_stay_tables() {
     let md = render(&fixture(), Format::Markdown, &Redactor::default());
     let table_rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `")).collect();
-    assert_eq!(table_rows.len(), fixture().all().count());
+    let failed = fixture().all().filter(|g| g.verdict == Verdict::Fail).count();
+    assert_eq!(table_rows.len(), fixture().all().count() + failed, "a row per guarantee, and the failures again first");
     for row in table_rows {
         assert_eq!(row.matches(" | ").count() - row.matches("\\|").count(), 3, "four cells: {row}");
     }

@@ -149,6 +149,57 @@ pub struct RunResult {
     /// Where the time went, in seconds: `cluster-start`, `scenario:<name>`, `teardown`.
     #[serde(default)]
     pub timings: BTreeMap<String, f64>,
+    /// The flags that shaped the run; absent for a whole run of an unbroken driver.
+    #[serde(default, skip_serializing_if = "RunShape::is_whole")]
+    pub shape: RunShape,
+}
+
+/// The flags that shape a run's verdicts, kept with them: a run of a driver broken on purpose
+/// must not read like a real failure, nor a filtered run like a whole one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunShape {
+    /// Faults switched on in the driver (the mock's `--fault NAME[=ARG]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<String>,
+    /// `--only` globs: only the guarantees they match ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+    /// `--skip` globs: the guarantees they match did not run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<String>,
+    /// `--strict`: a failed `should` fails the run too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
+}
+
+impl RunShape {
+    /// No fault, no filter, not strict: the run as a user runs it by default.
+    pub fn is_whole(&self) -> bool {
+        *self == RunShape::default()
+    }
+
+    /// What a reader must know before reading the verdicts, one sentence each; empty for a
+    /// whole run.
+    pub fn notes(&self) -> Vec<String> {
+        let list = |v: &[String]| v.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ");
+        let mut out = Vec::new();
+        if !self.faults.is_empty() {
+            out.push(format!(
+                "run with fault {}: the driver was broken on purpose, so failures are expected",
+                list(&self.faults)
+            ));
+        }
+        if !self.only.is_empty() {
+            out.push(format!("only the guarantees matching {} ran", list(&self.only)));
+        }
+        if !self.skip.is_empty() {
+            out.push(format!("the guarantees matching {} were skipped on request", list(&self.skip)));
+        }
+        if self.strict {
+            out.push("strict: a failed `should` fails the run".into());
+        }
+        out
+    }
 }
 
 impl RunResult {
@@ -165,5 +216,35 @@ impl RunResult {
     /// No `must` failed (and with `strict`, no `should` either): what decides the exit code.
     pub fn held(&self, strict: bool) -> bool {
         self.all().all(|g| g.verdict != Verdict::Fail || (!strict && g.level == crate::levels::Level::Should))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunShape;
+
+    #[test]
+    fn a_whole_run_says_nothing_and_a_shaped_one_says_each_flag() {
+        assert!(RunShape::default().is_whole());
+        assert!(RunShape::default().notes().is_empty());
+        let shape = RunShape {
+            faults: vec!["hang-prepare".into()],
+            only: vec!["plugin.*".into()],
+            skip: vec!["plugin.cdi.*".into()],
+            strict: true,
+        };
+        assert_eq!(
+            shape.notes(),
+            [
+                "run with fault `hang-prepare`: the driver was broken on purpose, so failures are expected",
+                "only the guarantees matching `plugin.*` ran",
+                "the guarantees matching `plugin.cdi.*` were skipped on request",
+                "strict: a failed `should` fails the run",
+            ]
+        );
+        // Kept in the JSON only where there is something to keep.
+        let json = serde_json::to_value(&shape).unwrap();
+        assert_eq!(json["faults"], serde_json::json!(["hang-prepare"]));
+        assert_eq!(serde_json::to_value(RunShape::default()).unwrap(), serde_json::json!({}));
     }
 }

@@ -196,6 +196,7 @@ fn assemble(
         driver_guarantees: outcome.driver_guarantees,
         profiles: outcome.profiles,
         timings,
+        shape: Default::default(),
     }
 }
 

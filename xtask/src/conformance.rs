@@ -114,6 +114,16 @@ pub struct ConformanceArgs {
 }
 
 impl ConformanceArgs {
+    /// The flags that shape the verdicts, as the result keeps them.
+    fn shape(&self) -> dracheck_suites::result::RunShape {
+        dracheck_suites::result::RunShape {
+            faults: self.driver.faults.clone(),
+            only: self.only.clone(),
+            skip: self.skip.clone(),
+            strict: self.strict,
+        }
+    }
+
     /// The guarantees `--only` and `--skip` select; each of their globs must match some
     /// guarantee ID.
     fn filter(&self) -> Result<Filter, Early> {
@@ -259,10 +269,20 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
             return Ok(exit::INTERRUPTED);
         }
     };
-    if let Some(c) = finished.kept {
-        crate::nodes::keep_and_say(c, &args.driver).await;
+    let not_kept = match finished.kept {
+        Some(c) => crate::nodes::keep_and_say(c, &args.driver).await.err(),
+        None => None,
+    };
+    let code = write_and_report(&args, short, &run_id, finished.result)?;
+    // The verdicts stand, but what --keep-cluster asked for did not happen: a script that
+    // goes on to inspect the cluster must not find it missing after a success.
+    match not_kept {
+        Some(why) => Err((
+            exit::CLUSTER_DOWN,
+            format!("the run finished (its verdicts above), but --keep-cluster could not keep the cluster: {why}"),
+        )),
+        None => Ok(code),
     }
-    write_and_report(&args, short, &run_id, finished.result)
 }
 
 /// `--dry-run`: the input checked as a run checks it, then the plan on the target the
@@ -626,6 +646,7 @@ fn write_and_report(args: &ConformanceArgs, short: &str, run_id: &str, result: R
     let file = args.out.join(format!("{short}-{}-{run_id}.json", result.cluster.kubernetes_version));
     let _ = std::fs::create_dir_all(&args.out);
     let mut result = result;
+    result.shape = args.shape();
     crate::report::redactor(args.kubeconfig.as_deref()).result(&mut result);
     let json = serde_json::to_string_pretty(&result).expect("the result serializes");
     let file = match write_or_fallback(&file, &json, &std::env::temp_dir()) {
@@ -716,6 +737,9 @@ fn print_summary(r: &RunResult) {
         r.cluster.describe(),
         r.duration_seconds
     );
+    for note in r.shape.notes() {
+        println!("  note: {note}");
+    }
     let row = |scope: &str, g: &dracheck_suites::result::GuaranteeResult| {
         let mark = match (g.verdict, g.level) {
             (Verdict::Pass, _) => "PASS",
