@@ -128,6 +128,15 @@ pub enum ClusterError {
     #[error("{tool} is not available: {detail}. To fix: {fix}.")]
     MissingTool { tool: String, detail: String, fix: String },
 
+    /// Several [`ClusterError::MissingTool`] at once: each says its own fix.
+    #[error(
+        "real nodes need {} things this machine lacks:{}\nInstall each as it says (`.ci/run` installs the Debian \
+         packages where missing), or use --node-kind emulated.",
+        .0.len(),
+        .0.iter().map(|e| format!("\n  - {e}")).collect::<String>()
+    )]
+    MissingPrerequisites(Vec<ClusterError>),
+
     #[error("the pod network of a real node cannot be set up: {problem}. To fix: {fix}.")]
     CniSetup { problem: String, fix: String },
 
@@ -209,6 +218,7 @@ impl ClusterError {
             | ClusterError::NoState { .. }
             | ClusterError::StateDirNotOurs { .. }
             | ClusterError::MissingTool { .. }
+            | ClusterError::MissingPrerequisites(_)
             | ClusterError::CniSetup { .. }
             | ClusterError::ReleaseExists { .. }
             | ClusterError::TooManyNodes { .. }

@@ -100,15 +100,15 @@ pub async fn spawn_agent(
             let (log, tail) = kept_log(state_dir, &log);
             return Err(format!("the node agent exited ({status}); its log {}:\n{tail}", log.display()));
         }
-        if ready(&client, &names, has_driver).await {
+        let Some(lacking) = not_ready(&client, &names, has_driver).await else {
             agent.take().map(Supervised::release);
             return Ok(());
-        }
+        };
         if tokio::time::Instant::now() > deadline {
             drop(agent.take());
             let (log, tail) = kept_log(state_dir, &log);
             return Err(format!(
-                "the emulated nodes were not ready within 90s; the agent's log {}:\n{tail}",
+                "the nodes were not ready within 90s ({lacking}); the agent's log {}:\n{tail}",
                 log.display()
             ));
         }
@@ -177,27 +177,31 @@ fn set_run_logs_aside(node_root: &Path) {
     }
 }
 
-async fn ready(client: &kube::Client, names: &[String], has_driver: bool) -> bool {
+/// `None` once every node in `names` is untainted and (with a driver) has published a slice;
+/// else what the first node that is not still lacks, for the message of a wait that ran out.
+async fn not_ready(client: &kube::Client, names: &[String], has_driver: bool) -> Option<String> {
     let node_api: Api<Node> = Api::all(client.clone());
     let slices: Api<ResourceSlice> = Api::all(client.clone());
     for name in names {
-        let untainted = node_api
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|n| n.spec.and_then(|s| s.taints).is_none_or(|t| t.is_empty()));
-        if !untainted {
-            return false;
+        let taints = match node_api.get_opt(name).await {
+            Ok(Some(n)) => n.spec.and_then(|s| s.taints).unwrap_or_default(),
+            Ok(None) => return Some(format!("node {name} is not registered")),
+            Err(e) => return Some(format!("reading node {name}: {e}")),
+        };
+        if !taints.is_empty() {
+            let keys: Vec<String> = taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect();
+            return Some(format!("node {name} still has the taints {}", keys.join(", ")));
         }
         if has_driver {
             let lp = ListParams::default().fields(&format!("spec.nodeName={name}"));
-            if slices.list(&lp).await.map(|l| l.items.is_empty()).unwrap_or(true) {
-                return false;
+            match slices.list(&lp).await {
+                Ok(l) if l.items.is_empty() => return Some(format!("the driver on node {name} published no slice")),
+                Ok(_) => {}
+                Err(e) => return Some(format!("listing the slices of node {name}: {e}")),
             }
         }
     }
-    true
+    None
 }
 
 /// `cluster agent`: runs the nodes and drivers of a `cluster up` (or a kept run) until
@@ -265,17 +269,18 @@ async fn run_agent(state_dir: &Path, args: NodeArgs, takeover: Takeover) -> Resu
 }
 
 /// [`keep`], and what the user needs next: where the cluster is and how to stop it.
-pub async fn keep_and_say(cluster: LocalCluster, driver: &DriverArgs) {
+/// [`keep`], saying where the kept cluster is and how to stop it; the error says why it
+/// could not be kept (the cluster is stopped then).
+pub async fn keep_and_say(cluster: LocalCluster, driver: &DriverArgs) -> Result<(), String> {
     let dir = cluster.state_dir().to_path_buf();
-    match keep(cluster, driver).await {
-        Ok(info) => eprintln!(
-            "kept the cluster with its nodes and drivers: kubeconfig {}; logs under {} (the run's driver logs are \
-             nodes/<node>/driver-*.run.log); stop it with `{} cluster down --state-dir {}`",
-            info.kubeconfig.display(),
-            dir.display(),
-            crate::program(),
-            dir.display()
-        ),
-        Err(e) => eprintln!("dracheck: the cluster could not be kept: {e}"),
-    }
+    let info = keep(cluster, driver).await?;
+    eprintln!(
+        "kept the cluster with its nodes and drivers: kubeconfig {}; logs under {} (the run's driver logs are \
+         nodes/<node>/driver-*.run.log); stop it with `{} cluster down --state-dir {}`",
+        info.kubeconfig.display(),
+        dir.display(),
+        crate::program(),
+        dir.display()
+    );
+    Ok(())
 }

@@ -162,7 +162,9 @@ fn a_kept_run_keeps_its_nodes_and_drivers_until_down() {
         &[("TMPDIR", tmpdir)],
     );
     assert!(out.status.success(), "{}", text(&out));
-    let [dir] = state_dirs(tmp.path()).try_into().expect("one kept state dir");
+    let [dir] = state_dirs(tmp.path())
+        .try_into()
+        .unwrap_or_else(|found| panic!("one kept state dir, found {found:?}; the run said:\n{}", text(&out)));
     let down_cmd = format!("stop it with `cargo xtask cluster down --state-dir {}`", dir.display());
     assert!(text(&out).contains(&down_cmd), "the run says how to stop the cluster: {}", text(&out));
 

@@ -47,13 +47,7 @@ pub fn check() -> Result<(), ClusterError> {
     match missing.len() {
         0 => Ok(()),
         1 => Err(missing.remove(0)),
-        n => Err(ClusterError::MissingTool {
-            tool: format!("{n} prerequisites of real nodes"),
-            detail: missing.iter().map(|e| format!("\n  - {e}")).collect::<String>(),
-            fix: "install each as it says (`.ci/run` installs the Debian packages where missing), or use --node-kind \
-                  emulated"
-                .into(),
-        }),
+        _ => Err(ClusterError::MissingPrerequisites(missing)),
     }
 }
 
@@ -64,5 +58,21 @@ mod tests {
         let started = std::time::Instant::now();
         let _ = super::missing();
         assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?}", started.elapsed());
+    }
+
+    #[test]
+    fn several_missing_are_listed_each_with_its_fix() {
+        let tool = |t: &str| super::ClusterError::MissingTool {
+            tool: t.into(),
+            detail: format!("{t} is gone"),
+            fix: format!("install {t}"),
+        };
+        let said = super::ClusterError::MissingPrerequisites(vec![tool("gcc"), tool("busybox")]).to_string();
+        assert_eq!(
+            said,
+            "real nodes need 2 things this machine lacks:\n  - gcc is not available: gcc is gone. To fix: install \
+             gcc.\n  - busybox is not available: busybox is gone. To fix: install busybox.\nInstall each as it says \
+             (`.ci/run` installs the Debian packages where missing), or use --node-kind emulated."
+        );
     }
 }
