@@ -67,10 +67,11 @@ async fn dist(args: DistArgs) -> Result<(), Early> {
     }
     entries.extend(completions());
     entries.extend(man_pages().map_err(|e| (exit::FAILED, format!("generating the man pages: {e}")))?);
+    // The licence travels with the binaries it covers: an archive without it is not made.
     for doc in ["README.md", "LICENSE"] {
-        if let Ok(bytes) = std::fs::read(root.join(doc)) {
-            entries.push(Entry { path: doc.into(), bytes, mode: 0o644 });
-        }
+        let path = root.join(doc);
+        let bytes = std::fs::read(&path).map_err(|e| (exit::FAILED, format!("reading {}: {e}", path.display())))?;
+        entries.push(Entry { path: doc.into(), bytes, mode: 0o644 });
     }
 
     let name = format!("{top}-{target}.tar.gz");
@@ -191,15 +192,18 @@ fn man_pages() -> std::io::Result<Vec<Entry>> {
     Ok(pages)
 }
 
-/// The archive: every entry under `top/`, with fixed owner and time so that the same inputs
-/// give the same archive.
+/// Writes the archive of `entries` under `top/`: the same entries give the same bytes in any
+/// order (sorted by path, mtime `SOURCE_DATE_EPOCH` or 0, owner root, gzip header without a
+/// time), so that a checksum names the content and two builds of one tree can be compared.
 fn write_archive(path: &Path, top: &str, entries: &[Entry], level: flate2::Compression) -> std::io::Result<()> {
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort_by(|a, b| a.path.cmp(&b.path));
     let file = std::fs::File::create(path)?;
     let gz = flate2::write::GzEncoder::new(file, level);
     let mut tar = tar::Builder::new(gz);
     let mtime = std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let mut dirs: Vec<String> = vec![String::new()];
-    for e in entries {
+    for e in &sorted {
         let mut at = String::new();
         for part in e.path.split('/').rev().skip(1).collect::<Vec<_>>().into_iter().rev() {
             at = if at.is_empty() { part.to_string() } else { format!("{at}/{part}") };
@@ -217,7 +221,8 @@ fn write_archive(path: &Path, top: &str, entries: &[Entry], level: flate2::Compr
         let name = if dir.is_empty() { format!("{top}/") } else { format!("{top}/{dir}/") };
         tar.append_data(&mut header, name, std::io::empty())?;
     }
-    for e in entries {
+    dirs.sort();
+    for e in sorted {
         let mut header = tar::Header::new_gnu();
         header.set_mode(e.mode);
         header.set_mtime(mtime);
@@ -242,6 +247,35 @@ fn target_triple() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_entries_in_another_order_give_the_same_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = |path: &str, bytes: &[u8]| Entry { path: path.into(), bytes: bytes.to_vec(), mode: 0o644 };
+        let mut entries =
+            vec![entry("bin/dracheck", b"one"), entry("LICENSE", b"two"), entry("share/man/man1/x.1", b"three")];
+        let (a, b) = (dir.path().join("a.tar.gz"), dir.path().join("b.tar.gz"));
+        write_archive(&a, "top", &entries, flate2::Compression::fast()).unwrap();
+        entries.reverse();
+        write_archive(&b, "top", &entries, flate2::Compression::fast()).unwrap();
+        assert_eq!(sha256_hex(&std::fs::read(&a).unwrap()), sha256_hex(&std::fs::read(&b).unwrap()));
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(std::fs::File::open(&a).unwrap()));
+        let names: Vec<String> =
+            archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "top/",
+                "top/bin/",
+                "top/share/",
+                "top/share/man/",
+                "top/share/man/man1/",
+                "top/LICENSE",
+                "top/bin/dracheck",
+                "top/share/man/man1/x.1"
+            ]
+        );
+    }
 
     #[test]
     fn the_checksum_is_sha256_as_sha256sum_prints_it() {

@@ -88,6 +88,7 @@ fn the_archive_runs_without_a_checkout() {
         "man/man1/dracheck.1",
         "man/man1/dracheck-conformance.1",
         "README.md",
+        "LICENSE",
     ] {
         assert!(top.join(file).is_file(), "the archive has {file}");
     }
