@@ -269,26 +269,9 @@ async fn retrieve_results(args: &RetrieveArgs) -> Result<u8, Early> {
     let client = crate::explain::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let jobs: Api<Job> = Api::namespaced(client.clone(), &args.namespace);
     let (ns, name) = (&args.namespace, &args.name);
-    eprintln!("waiting for Job {ns}/{name} to finish (at most {} s)", args.wait);
-    let finished = kube::runtime::wait::await_condition(jobs.clone(), name, job_finished);
-    match tokio::time::timeout(Duration::from_secs(args.wait), finished).await {
-        Err(_) => {
-            return Err((
-                exit::FAILED,
-                format!("Job {ns}/{name} did not finish within {} s; `--wait SECONDS` waits longer", args.wait),
-            ));
-        }
-        Ok(Err(e)) => return Err((exit::CLUSTER_DOWN, format!("watching Job {ns}/{name}: {e}"))),
-        Ok(Ok(None)) => {
-            return Err((
-                exit::BAD_INPUT,
-                format!("there is no Job {ns}/{name}; `dracheck job` prints one, `--namespace`/`--name` name another"),
-            ));
-        }
-        Ok(Ok(Some(_))) => {}
-    }
-    let pods: Api<Pod> = Api::namespaced(client, ns);
-    let selector = format!("batch.kubernetes.io/job-name={name}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    wait_for_job(&jobs, &pods, ns, name, Duration::from_secs(args.wait)).await?;
+    let selector = job_pods(name);
     let listed = pods
         .list(&ListParams::default().labels(&selector))
         .await
@@ -321,6 +304,76 @@ async fn retrieve_results(args: &RetrieveArgs) -> Result<u8, Early> {
     }
     // The run's own verdict: 0 every guarantee held, 1 one failed, as `conformance` exits.
     Ok(code.unwrap_or(exit::FAILED))
+}
+
+/// How often a wait for a Job says where it stands: a run takes minutes.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
+/// Waits until Job `ns/name` has finished, saying every [`PROGRESS_EVERY`] what its pod is
+/// doing. A Job that is not there fails at once, one deleted while waited for as soon as
+/// that is seen.
+async fn wait_for_job(jobs: &Api<Job>, pods: &Api<Pod>, ns: &str, name: &str, wait: Duration) -> Result<(), Early> {
+    let watching = |e: kube::Error| (exit::CLUSTER_DOWN, format!("reading Job {ns}/{name}: {e}"));
+    let no_job = |what: &str| {
+        (
+            exit::BAD_INPUT,
+            format!("{what} Job {ns}/{name}; `dracheck job` prints one, `--namespace`/`--name` name another"),
+        )
+    };
+    if jobs.get_opt(name).await.map_err(watching)?.is_none() {
+        return Err(no_job("there is no"));
+    }
+    eprintln!("waiting for Job {ns}/{name} to finish (at most {} s)", wait.as_secs());
+    let begun = tokio::time::Instant::now();
+    let finished = kube::runtime::wait::await_condition(jobs.clone(), name, job_finished);
+    let deadline = tokio::time::sleep(wait);
+    tokio::pin!(finished, deadline);
+    let mut progress = tokio::time::interval_at(begun + PROGRESS_EVERY, PROGRESS_EVERY);
+    loop {
+        tokio::select! {
+            done = &mut finished => {
+                return match done {
+                    Ok(Some(_)) => Ok(()),
+                    Ok(None) => Err(no_job("while waiting, someone deleted the")),
+                    Err(e) => Err((exit::CLUSTER_DOWN, format!("watching Job {ns}/{name}: {e}"))),
+                };
+            }
+            _ = &mut deadline => {
+                return Err((
+                    exit::FAILED,
+                    format!("Job {ns}/{name} did not finish within {} s; `--wait SECONDS` waits longer", wait.as_secs()),
+                ));
+            }
+            _ = progress.tick() => {
+                if jobs.get_opt(name).await.map_err(watching)?.is_none() {
+                    return Err(no_job("while waiting, someone deleted the"));
+                }
+                let listed = pods.list(&ListParams::default().labels(&job_pods(name))).await;
+                let pod = listed.ok().and_then(|l| l.items.into_iter().next_back());
+                eprintln!("  {} s: {}", begun.elapsed().as_secs(), pod_state(pod.as_ref()));
+            }
+        }
+    }
+}
+
+/// The label selector of a Job's pods.
+fn job_pods(job: &str) -> String {
+    format!("batch.kubernetes.io/job-name={job}")
+}
+
+/// A pod's state in a few words: its phase, and why it waits where it does.
+fn pod_state(pod: Option<&Pod>) -> String {
+    let Some(pod) = pod else { return "no pod yet".into() };
+    let name = pod.metadata.name.as_deref().unwrap_or("?");
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let waiting = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone()));
+    match waiting {
+        Some(reason) => format!("pod {name} {phase} ({reason})"),
+        None => format!("pod {name} {phase}"),
+    }
 }
 
 /// Complete or Failed, the two ends of a Job.

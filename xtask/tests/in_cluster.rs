@@ -7,6 +7,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use common::{text, xtask_env};
 use k8s_openapi::api::batch::v1::Job;
@@ -126,6 +127,13 @@ async fn the_suite_runs_as_a_job_with_exactly_the_generated_rbac() {
         let out = out.to_str().unwrap();
         run(&["retrieve", "--kubeconfig", kubeconfig, "--name", name, "--wait", "600", "--out", out], tmp)
     };
+
+    // A Job that is not there is bad input at once, not an hour's wait.
+    let asked = std::time::Instant::now();
+    let nosuch = retrieve("nosuch", &tmp.join("nosuch"));
+    assert_eq!(nosuch.status.code(), Some(2), "{}", text(&nosuch));
+    assert!(text(&nosuch).contains("there is no Job dracheck/nosuch"), "{}", text(&nosuch));
+    assert!(asked.elapsed() < Duration::from_secs(30), "took {:?}", asked.elapsed());
 
     // One permission less: the pod's run names it and stops with its own code.
     let short =
