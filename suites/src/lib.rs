@@ -5,6 +5,7 @@
 pub use dracheck_adapter as adapters;
 pub mod access;
 pub mod catalogue;
+pub mod coverage;
 pub mod engine;
 pub mod fidelity;
 pub mod installation;

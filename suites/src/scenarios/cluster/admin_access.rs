@@ -15,6 +15,9 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, PostParams};
 
 use super::common::{device_names, kept_running, running, secs};
+use crate::coverage::RowId::C;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::wait::{self, conditions};
 use crate::engine::{ApiContext, ApiError, Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids;
@@ -28,6 +31,16 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: C(15),
+    test: "DaemonSet with admin access",
+    at: e2e(591),
+    asserts: "a claim with admin access to a device is prepared for the pods of a DaemonSet",
+    guarantees: &[ids::ADMIN_ACCESS_IN_USE_DEVICE],
+    verdict: Covered,
+}];
 
 /// The namespace label that admits admin-access claims (`resource.kubernetes.io/admin-access`).
 const ADMIN_LABEL: &str = "resource.kubernetes.io/admin-access";

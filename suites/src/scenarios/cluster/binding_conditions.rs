@@ -17,6 +17,9 @@ use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClai
 use k8s_openapi::jiff::Timestamp;
 
 use super::common::{allocated, secs};
+use crate::coverage::RowId::E;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{INTEGRATION_BINDING_CONDITIONS, UpstreamRow, integration};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids::BINDING_CONDITIONS_BOUND_WHEN_READY as ID;
 
@@ -28,6 +31,16 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: E(17),
+    test: "binding conditions: BasicFlow",
+    at: integration(INTEGRATION_BINDING_CONDITIONS, 63),
+    asserts: "the driver sets its device's binding conditions True, and the pod is bound only then",
+    guarantees: &[ID],
+    verdict: Covered,
+}];
 
 const NAME: &str = "bound";
 

@@ -16,6 +16,9 @@ use kube::api::{Api, DeleteParams, ListParams};
 
 use super::common::{log, new_specs, running, seen_by_name};
 use crate::adapters::{Companion, SeenDevices, sees_exactly};
+use crate::coverage::RowId::{A, B};
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{UpstreamRow, e2e, e2e_node};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -29,6 +32,38 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::AddsDriver,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: A(8),
+        test: "with multiple drivers, using only drapbv1: work",
+        at: e2e(4343),
+        asserts: "a pod with two claims of each of two drivers runs: each driver prepares both its claims in one call",
+        guarantees: &[ids::DRIVERS_COEXIST, ids::PLUGIN_PREPARE_OWN_RESULTS_ONLY],
+        verdict: Partial(NO_BATCH),
+    },
+    UpstreamRow {
+        id: A(9),
+        test: "with multiple drivers, using drapbv1beta1 and drapbv1: work",
+        at: e2e(4344),
+        asserts: "the same, for drivers that serve both v1beta1.DRAPlugin and v1.DRAPlugin",
+        guarantees: &[ids::DRIVERS_COEXIST, ids::PLUGIN_PREPARE_OWN_RESULTS_ONLY],
+        verdict: Partial(NO_BATCH),
+    },
+    UpstreamRow {
+        id: B(14),
+        test: "Two plugins: must prepare and unprepare resources",
+        at: e2e_node(606),
+        asserts: "each of two drivers prepares and unprepares its part of a claim they share",
+        guarantees: &[ids::DRIVERS_COEXIST, ids::PLUGIN_PREPARE_OWN_RESULTS_ONLY],
+        verdict: Covered,
+    },
+];
+
+/// What the two-driver checks leave out of upstream's "with multiple drivers".
+const NO_BATCH: &str = "the claim here has one device of each driver and the plugin tier sends one claim per call, so no \
+                        prepare carries two claims of the driver and one that mishandles a batch of claims passes";
 
 /// How long the companion has to register with the kubelet and publish its slices.
 const COMPANION_UP: Duration = Duration::from_secs(30);

@@ -4,6 +4,9 @@
 use std::time::Duration;
 
 use super::common::{allocated, device_names, secs, sees};
+use crate::coverage::RowId::C;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -15,6 +18,16 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: C(6),
+    test: "supports simple pod referencing external resource claim",
+    at: e2e(1627),
+    asserts: "a standalone claim is prepared and its pod runs with the devices",
+    guarantees: &[ids::CLAIM_COMPATIBLE_ALLOCATED, ids::WORKLOAD_SEES_DEVICES],
+    verdict: Covered,
+}];
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let within = Duration::from_secs(ctx.profile().guarantees.allocation.as_ref().map_or(30, |a| a.within_seconds));

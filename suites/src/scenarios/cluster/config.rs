@@ -18,6 +18,9 @@ use kube::api::{Api, DeleteParams, LogParams};
 
 use super::common::{device_names, running};
 use crate::adapters::{ConfigProbe, DeviceKey, sees_exactly};
+use crate::coverage::RowId::C;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{ApiContext, Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -31,6 +34,54 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: C(1),
+        test: "supports claim and class parameters",
+        at: e2e(1475),
+        asserts: "the class's and the claim's opaque configuration reach the container",
+        guarantees: &[ids::CONFIG_CLASS_AND_CLAIM, ids::CONFIG_PER_REQUEST],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: C(2),
+        test: "must map configs and devices to the right containers",
+        at: e2e(409),
+        asserts: "of three claims of three requests each, prepared in one call with configurations per claim and per \
+                  request, each container gets only its request's devices and configuration",
+        guarantees: &[ids::CONFIG_PER_REQUEST],
+        verdict: Partial(
+            "the pod here has one claim of two requests, so no prepare carries several claims and no configuration \
+             belongs to one claim among several",
+        ),
+    },
+    UpstreamRow {
+        id: C(3),
+        test: "supports init containers with external claims",
+        at: e2e(1133),
+        asserts: "an init container using a standalone claim gets its devices and configuration",
+        guarantees: &[ids::CONFIG_PER_REQUEST],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: C(4),
+        test: "supports init containers",
+        at: e2e(1661),
+        asserts: "the same with a claim made from a template, which is the same claim to the driver",
+        guarantees: &[ids::CONFIG_PER_REQUEST],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: C(7),
+        test: "supports inline claim referenced by multiple containers",
+        at: e2e(1620),
+        asserts: "a claim prepared once serves several containers of its pod",
+        guarantees: &[ids::CONFIG_PER_REQUEST],
+        verdict: Covered,
+    },
+];
 
 /// The requests the profile's first request is split into.
 const REQUESTS: [&str; 2] = ["first", "second"];

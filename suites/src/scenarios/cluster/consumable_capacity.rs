@@ -17,6 +17,9 @@ use dracheck_objects::quantity::Quantity;
 use k8s_openapi::api::resource::v1::{Device, ResourceClaim};
 
 use super::common::{Decided, log, running, runs_or_refused, secs};
+use crate::coverage::RowId::E;
+use crate::coverage::Verdict::Partial;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids::{CONSUMABLE_PREPARED_SHARE as PREPARED, CONSUMABLE_SHARED as SHARED};
 
@@ -28,6 +31,20 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: E(5),
+    test: "consumable capacity: must allow multiple allocations and consume capacity",
+    at: e2e(2570),
+    asserts: "shares of one device are prepared side by side; a claim too large for what is left waits until the \
+                  others are freed, then runs",
+    guarantees: &[SHARED, PREPARED, crate::profile::ids::PLUGIN_SHARES_INDEPENDENT],
+    verdict: Partial(
+        "the claim the scheduler refused is never run once shares are freed, so a driver that keeps a freed share's \
+             setup and fails the larger share's prepare passes",
+    ),
+}];
 
 /// The pod whose claim asks for no amount.
 const DEFAULT: &str = "share-default";

@@ -8,6 +8,9 @@
 use std::time::Duration;
 
 use super::common::{allocated, claim_of, container_states, device_names, secs, sees};
+use crate::coverage::RowId::C;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -21,6 +24,26 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: C(5),
+        test: "supports simple pod referencing inline resource claim",
+        at: e2e(1613),
+        asserts: "a claim made from a template is prepared, and its pod runs with the devices",
+        guarantees: &[ids::LIFECYCLE_CONTAINER_RESTART, ids::LIFECYCLE_UNPREPARED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: C(13),
+        test: "does not delete generated claims when pod is restarting",
+        at: e2e(1176),
+        asserts: "a restarted container of a pod gets its claim's CDI devices again",
+        guarantees: &[ids::LIFECYCLE_CONTAINER_RESTART],
+        verdict: Covered,
+    },
+];
 
 /// The container runs this long before it exits with 1; the kubelet starts it again at once
 /// (its CrashLoopBackOff delays begin with the second restart). Long enough that a spec the

@@ -10,6 +10,9 @@ use std::time::Duration;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::common::{running, secs};
+use crate::coverage::RowId::E;
+use crate::coverage::Verdict::Partial;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids::DEVICE_STATUS_REPORTED as ID;
 
@@ -21,6 +24,19 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: E(20),
+    test: "must be possible for a node ServiceAccount to update the node ResourceClaim.Status.Devices",
+    at: e2e(4219),
+    asserts: "the driver's node credentials may write the device status of its node's claims",
+    guarantees: &[ID],
+    verdict: Partial(
+        "the status is read as the driver writes it, but on the local cluster the driver writes with an \
+             administrator's credentials, so an installation whose node account lacks the right passes",
+    ),
+}];
 
 const NAME: &str = "status";
 

@@ -9,6 +9,9 @@
 use std::time::{Duration, Instant};
 
 use super::common::{allocated, device_names, kept_running, secs};
+use crate::coverage::RowId::{B, C};
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e, e2e_node};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::{KUBELET_SLICE_WIPE_DELAY_SECONDS, ids};
 
@@ -20,6 +23,27 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::StopsDriver,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: B(15),
+        test: "must be functional after service reconnect (two entries)",
+        at: e2e_node(484),
+        asserts: "after an outage past the kubelet's slice wipe the same slices come back and a deleted pod's claim is \
+                  unprepared",
+        guarantees: &[ids::DRIVER_RESTART_LONG_OUTAGE],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: C(14),
+        test: "runs pod after driver starts",
+        at: e2e(1248),
+        asserts: "a pod that waits for devices runs once the driver has published them",
+        guarantees: &[ids::DRIVER_RESTART_LONG_OUTAGE],
+        verdict: Covered,
+    },
+];
 
 /// The kubelet's wipe delay and some slack for its timer and the deletion.
 const WIPED: Duration = Duration::from_secs(KUBELET_SLICE_WIPE_DELAY_SECONDS + 30);

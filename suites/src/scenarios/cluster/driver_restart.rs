@@ -5,6 +5,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::common::{allocated, device_names, kept_running, new_specs};
+use crate::coverage::RowId::D;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e, e2e_node};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -21,6 +24,30 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::RestartsDriver,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: D(3),
+        test: "ResourceSlice: must not be removed if plugin restarts quickly enough",
+        at: e2e_node(887),
+        asserts: "a plugin restarted within the kubelet's wipe delay leaves its slices as they were",
+        guarantees: &[ids::DRIVER_RESTART_SLICES_KEPT, ids::DRIVER_UPGRADE_ROLLING],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: D(4),
+        test: "sequential update with pods replacing each other",
+        at: e2e(1396),
+        asserts: "a driver replaced within the wipe delay leaves its slices as they were, and pods run on",
+        guarantees: &[
+            ids::DRIVER_RESTART_SLICES_KEPT,
+            ids::DRIVER_RESTART_NEW_CLAIMS_WORK,
+            ids::DRIVER_UPGRADE_ROLLING,
+        ],
+        verdict: Covered,
+    },
+];
 
 async fn slice_uids(ctx: &Ctx<'_>) -> BTreeSet<String> {
     ctx.slices_of(&ctx.node).await.into_iter().filter_map(|s| s.metadata.uid).collect()

@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::common::{allocated, device_names, kept_running, new_specs};
+use crate::coverage::RowId::D;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -23,6 +26,38 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::UpgradesDriver,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: D(5),
+        test: "rolling update",
+        at: e2e(1274),
+        asserts: "a new instance starts beside the old one and the old one goes: the slices stay the same objects and \
+                  pods run",
+        guarantees: &[ids::DRIVER_UPGRADE_ROLLING],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: D(6),
+        test: "rolling update with long driver name",
+        at: e2e(1317),
+        asserts: "the same with a driver name so long that the instances' socket paths near the AF_UNIX limit",
+        guarantees: &[ids::DRIVER_UPGRADE_ROLLING],
+        verdict: Partial(
+            "the update runs under the driver's own name and an 11-character instance ID where a DaemonSet pod's UID \
+             has 36, so a driver whose socket paths overflow the limit with upstream's long name passes",
+        ),
+    },
+    UpstreamRow {
+        id: D(7),
+        test: "failed update",
+        at: e2e(1353),
+        asserts: "a new instance that registers and goes again leaves the old one serving, its slices untouched",
+        guarantees: &[ids::DRIVER_UPGRADE_FAILED],
+        verdict: Covered,
+    },
+];
 
 /// How long an instance has to register with the kubelet, or to be dropped by it once gone.
 const REGISTRATION: Duration = Duration::from_secs(30);

@@ -4,6 +4,9 @@
 use std::time::Duration;
 
 use super::common::{Decided, runs_or_refused};
+use crate::coverage::RowId::C;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -15,6 +18,16 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: C(12),
+    test: "supports reusing resources",
+    at: e2e(1482),
+    asserts: "a device is prepared, unprepared and prepared again for the next claim",
+    guarantees: &[ids::CAPACITY_RECOVERED],
+    verdict: Covered,
+}];
 
 /// More claims than any node here has devices for ends the fill even if nothing blocks.
 const MAX_FILL: usize = 32;

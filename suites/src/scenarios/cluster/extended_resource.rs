@@ -19,6 +19,9 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::LogParams;
 
 use super::common::secs;
+use crate::coverage::RowId::E;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{ApiContext, Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids::{EXTENDED_RESOURCE_CLAIM_DELETED as DELETED, EXTENDED_RESOURCE_PREPARED as PREPARED};
 
@@ -30,6 +33,70 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: E(10),
+        test: "extended resources: implicit and explicit names, one container two resources",
+        at: e2e(3293),
+        asserts: NAMES,
+        guarantees: &[PREPARED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(11),
+        test: "extended resources: one container one resource",
+        at: e2e(3310),
+        asserts: NAMES,
+        guarantees: &[PREPARED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(12),
+        test: "extended resources: implicit name, one container one resource",
+        at: e2e(3324),
+        asserts: NAMES,
+        guarantees: &[PREPARED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(13),
+        test: "extended resources: one container three resources",
+        at: e2e(3333),
+        asserts: NAMES,
+        guarantees: &[PREPARED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(14),
+        test: "extended resources: three containers one resource each",
+        at: e2e(3352),
+        asserts: NAMES,
+        guarantees: &[PREPARED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(15),
+        test: "extended resources: three containers multiple resources each",
+        at: e2e(3384),
+        asserts: NAMES,
+        guarantees: &[PREPARED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(16),
+        test: "extended resources: accurately populate ExtendedResourceClaimStatus",
+        at: e2e(3543),
+        asserts: NAMES,
+        guarantees: &[PREPARED],
+        verdict: Covered,
+    },
+];
+
+/// What upstream's extended-resource tests ask of a driver, whatever the pod's shape.
+const NAMES: &str = "prepare answers the request names the scheduler gave the claim it made (one per container and \
+                     resource), so that each container gets the devices of its own requests";
 
 const NAME: &str = "extended";
 const CONTAINERS: [&str; 2] = ["workload", "second"];

@@ -15,6 +15,9 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::DeleteParams;
 
 use super::common::{device_names, judge_sees_all, running};
+use crate::coverage::RowId::B;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -29,6 +32,26 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: B(12),
+        test: "must unprepare resources for force-deleted pod",
+        at: e2e(375),
+        asserts: "the claim of a force-deleted pod is unprepared",
+        guarantees: &[ids::LIFECYCLE_FORCE_DELETE],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: B(13),
+        test: "blocks new pod after force-delete",
+        at: e2e(512),
+        asserts: "the old claim is unprepared without its object, and a new claim of the same name is another claim",
+        guarantees: &[ids::LIFECYCLE_FORCE_DELETE, ids::PLUGIN_PREPARE_KEYED_BY_UID],
+        verdict: Covered,
+    },
+];
 
 /// How long the kubelet may take to unprepare the claim of a pod that is gone.
 const UNPREPARED: Duration = Duration::from_secs(30);

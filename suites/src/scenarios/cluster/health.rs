@@ -16,6 +16,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::common::{health_control, running, secs};
+use crate::coverage::RowId::F;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{UpstreamRow, e2e, e2e_node};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids::HEALTH_POD_STATUS as ID;
 
@@ -27,6 +30,26 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: F(1),
+        test: "should reflect device health changes in the Pod's status",
+        at: e2e_node(943),
+        asserts: "the driver streams its allocated device Unhealthy and then Healthy, which the pod's status shows",
+        guarantees: &[ID, crate::profile::ids::PLUGIN_HEALTH_REPORTED],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: F(4),
+        test: "should report device health with custom messages",
+        at: e2e(4353),
+        asserts: "the message the driver streams with a device's health reaches the pod's allocatedResourcesStatus",
+        guarantees: &[ID, crate::profile::ids::PLUGIN_HEALTH_REPORTED],
+        verdict: Partial("only the health is read, never the message, so a driver that drops or garbles it passes"),
+    },
+];
 
 const NAME: &str = "health";
 /// The pod's name for its claim: the status entry is `claim:<this>`.

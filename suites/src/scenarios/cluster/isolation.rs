@@ -4,6 +4,9 @@
 use std::time::Duration;
 
 use super::common::{Decided, allocated, device_names, runs_or_refused, sees};
+use crate::coverage::RowId::C;
+use crate::coverage::Verdict::Partial;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::{IsolationMode, ids};
 
@@ -15,6 +18,19 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: C(10),
+    test: "supports sharing a claim concurrently",
+    at: e2e(1511),
+    asserts: "pods created at once on one claim all run with its devices",
+    guarantees: &[ids::ISOLATION_SHARED, ids::LIFECYCLE_PREPARED_AND_NEW],
+    verdict: Partial(
+        "the shared-claim check runs only for a profile that promises shared claims, which no shipped mock profile \
+             does, and the pods that share a prepared claim elsewhere start one after another",
+    ),
+}];
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let mode = ctx

@@ -5,6 +5,9 @@
 use std::time::Duration;
 
 use super::common::claim_of;
+use crate::coverage::RowId::B;
+use crate::coverage::Verdict::Partial;
+use crate::coverage::{UpstreamRow, e2e_node};
 use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -21,6 +24,18 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: B(8),
+    test: "must call NodeUnprepareResources for deleted pod",
+    at: e2e_node(330),
+    asserts: "the claim of a deleted pod is unprepared, the first unprepare failing and the retry succeeding",
+    guarantees: &[ids::LIFECYCLE_UNPREPARED, ids::PLUGIN_UNPREPARE_REMOVES_STATE],
+    verdict: Partial(
+        "a deleted pod's claim is unprepared here at the first attempt; no unprepare is made to fail and then retried",
+    ),
+}];
 
 const DONE: Duration = Duration::from_secs(60);
 

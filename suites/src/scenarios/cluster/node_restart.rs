@@ -10,6 +10,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::common::{allocated, secs};
+use crate::coverage::RowId::{A, B};
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{UpstreamRow, e2e_node};
 use crate::engine::wait::conditions;
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
@@ -22,6 +25,29 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::ControlsNodes,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: A(2),
+        test: "must register after Kubelet restart",
+        at: e2e_node(113),
+        asserts: "the plugin registers with a restarted kubelet and serves it",
+        guarantees: &[ids::NODE_RESTART_DRIVER_RECOVERS],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: B(9),
+        test: "must call NodeUnprepareResources for deleted pod after Kubelet restart",
+        at: e2e_node(354),
+        asserts: "an unprepare that failed before and after a kubelet restart succeeds once retried",
+        guarantees: &[ids::NODE_RESTART_DRIVER_RECOVERS],
+        verdict: Partial(
+            "the pod is deleted after the restart with a sound driver, so the first unprepare succeeds; none is made to \
+             fail and then retried",
+        ),
+    },
+];
 
 /// The kubelet wipes the node's slices at start-up, about 60 ms after it starts: a driver on
 /// upstream's helper sees the deletion and publishes again after its sync delay.

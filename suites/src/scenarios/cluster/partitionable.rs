@@ -17,6 +17,9 @@ use k8s_openapi::api::resource::v1::{CounterSet, Device, ResourceClaim};
 use kube::api::DeleteParams;
 
 use super::common::{Decided, device_names, judge_sees_all, running, runs_or_refused, secs};
+use crate::coverage::RowId::E;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids::{
     PARTITIONABLE_CAPACITY_RESTORED as RESTORED, PARTITIONABLE_COUNTERS_RESPECTED as RESPECTED,
@@ -31,6 +34,17 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: E(4),
+    test: "partitionable devices: must consume and free up counters",
+    at: e2e(2509),
+    asserts: "the driver publishes its devices' counters and their partitions' consumption right; a waiting pod gets \
+                  its partition once another is released",
+    guarantees: &[RESPECTED, RESTORED, PREPARED, crate::profile::ids::PLUGIN_SLICES_MATCH_INVENTORY],
+    verdict: Covered,
+}];
 
 const WHOLE: &str = "whole";
 /// More parts than any device has partitions: the loop ends at the scheduler's refusal.

@@ -10,6 +10,9 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::DeleteParams;
 
 use super::common::{device_names, judge_sees_all, running};
+use crate::coverage::RowId::C;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Role, Scenario, ScenarioError, Tier};
 use crate::profile::ids;
 
@@ -23,6 +26,34 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: C(8),
+        test: "supports external claim referenced by multiple pods",
+        at: e2e(1635),
+        asserts: "a claim prepared once on a node serves every pod that uses it",
+        guarantees: &[ids::LIFECYCLE_PREPARED_AND_NEW],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: C(9),
+        test: "supports external claim referenced by multiple containers of multiple pods",
+        at: e2e(1648),
+        asserts: "the same, with several containers in each pod",
+        guarantees: &[ids::LIFECYCLE_PREPARED_AND_NEW, ids::CONFIG_PER_REQUEST],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: C(11),
+        test: "requests an already allocated and a new claim for a pod",
+        at: e2e(1719),
+        asserts: "preparing a pod's new claim leaves the claim it has prepared already as it was",
+        guarantees: &[ids::LIFECYCLE_PREPARED_AND_NEW],
+        verdict: Covered,
+    },
+];
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let id = ids::LIFECYCLE_PREPARED_AND_NEW;

@@ -19,6 +19,9 @@ use std::time::Duration;
 
 use super::common::running;
 use super::config::{CLAIM, CLASS, describe, probe, results, shows};
+use crate::coverage::RowId::E;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids;
 
@@ -31,6 +34,41 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: E(1),
+        test: "prioritized list: selects the first subrequest that can be satisfied",
+        at: e2e(1924),
+        asserts: "prepare answers results of a request with alternatives, named `<request>/<subrequest>`, so that the \
+                  container naming the request gets the device",
+        guarantees: &[ids::PRIORITIZED_CHOSEN_SUBREQUEST],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(2),
+        test: "prioritized list: uses the config for the selected subrequest",
+        at: e2e(1997),
+        asserts: "the whole request's configuration and the chosen subrequest's own reach the container",
+        guarantees: &[ids::PRIORITIZED_CHOSEN_SUBREQUEST],
+        verdict: Partial(
+            "the chosen alternative never gets a configuration of its own, so a driver that ignores configurations \
+             naming the exact subrequest passes",
+        ),
+    },
+    UpstreamRow {
+        id: E(3),
+        test: "prioritized list: filters config correctly for multiple devices",
+        at: e2e(2167),
+        asserts: "with two drivers and two requests configured per request and per subrequest, each container gets its \
+                  request's devices with their configurations only",
+        guarantees: &[ids::PRIORITIZED_CHOSEN_SUBREQUEST],
+        verdict: Partial(
+            "one driver takes part, and the claim's second request has neither a container nor a configuration",
+        ),
+    },
+];
 
 const NONE: &str = "none";
 const FITS: &str = "fits";

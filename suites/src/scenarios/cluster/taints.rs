@@ -25,6 +25,9 @@ use k8s_openapi::api::resource::v1::{
 use kube::api::DeleteParams;
 
 use super::common::{health_control, running, secs};
+use crate::coverage::RowId::E;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::{Ctx, Disruption, Role, Scenario, ScenarioError, Tier, served};
 use crate::profile::ids::{TAINTS_RULE_EVICTS as EVICTS, TAINTS_UNHEALTHY_KEPT_OFF as KEPT_OFF};
 
@@ -36,6 +39,42 @@ pub static SCENARIO: Scenario = Scenario {
     disrupts: Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: E(6),
+        test: "device taints: NoSchedule keeps pod pending",
+        at: e2e(2881),
+        asserts: "the driver publishes its devices' taints, so that a claim that does not tolerate them waits",
+        guarantees: &[KEPT_OFF, crate::profile::ids::PLUGIN_SLICES_TAINTS_UNHEALTHY],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(7),
+        test: "device taints: NoSchedule can be tolerated",
+        at: e2e(2888),
+        asserts: "a tainted device is prepared for a claim that tolerates the taint",
+        guarantees: &[KEPT_OFF],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(8),
+        test: "device taints: NoExecute keeps pod pending",
+        at: e2e(3062),
+        asserts: "the same with the effect NoExecute",
+        guarantees: &[KEPT_OFF, crate::profile::ids::PLUGIN_SLICES_TAINTS_UNHEALTHY],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: E(9),
+        test: "device taints: NoExecute can be tolerated",
+        at: e2e(3069),
+        asserts: "a device tainted NoExecute is prepared for a claim that tolerates the taint",
+        guarantees: &[KEPT_OFF],
+        verdict: Covered,
+    },
+];
 
 const FIRST: &str = "taints";
 const KEPT: &str = "taints-kept-off";

@@ -15,11 +15,36 @@ use dracheck_kubelet_api::{HEALTH_V1_SERVICE, HEALTH_V1ALPHA1_SERVICE, health_v1
 use futures::StreamExt;
 
 use super::harness::PluginNode;
+use crate::coverage::RowId::F;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e_node};
 use crate::engine::target::NO_HEALTH_HOOK;
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_HEALTH_REPORTED as ID;
 
 super::plugin_scenario!("plugin-health", [ID]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: F(2),
+        test: "should reflect device health changes in the Pod's status, with a plugin which only supports the v1alpha1 \
+               health API",
+        at: e2e_node(949),
+        asserts: "a driver that offers only the v1alpha1 health service reports a device unhealthy and sound again",
+        guarantees: &[ID, crate::profile::ids::HEALTH_POD_STATUS],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: F(3),
+        test: "should reflect device health changes in the Pod's status, with a plugin which only supports the v1 \
+               health API",
+        at: e2e_node(956),
+        asserts: "the same, for a driver that offers only the v1 health service",
+        guarantees: &[ID, crate::profile::ids::HEALTH_POD_STATUS],
+        verdict: Covered,
+    },
+];
 
 /// How long a change may take to reach the stream: the kubelet shows what it gets at once.
 const REPORTED: Duration = Duration::from_secs(10);

@@ -19,10 +19,37 @@ use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 use super::harness::PluginNode;
 use super::published_slices;
 use super::slices::shape;
+use crate::coverage::RowId::D;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{INTEGRATION_CORE, UpstreamRow, e2e, integration};
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_SLICES_FOLLOW_INVENTORY as ID;
 
 super::plugin_scenario!("plugin-inventory-change", [ID]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: D(12),
+        test: "testPublishResourceSlices: recreate after update and delete",
+        at: integration(INTEGRATION_CORE, 660),
+        asserts: "a stale slice of the pool is reconciled into the current set, not left beside it",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: D(14),
+        test: "ResourceSlice Controller: creates slices (with the integration TestCreateResourceSlices)",
+        at: e2e(3728),
+        asserts: "a pool of slices at the API's size limits is published, not written again once settled, and shrinks \
+                  to one empty slice",
+        guarantees: &[ID],
+        verdict: Partial(
+            "the pool here grows to a second slice under a new generation; no slice is at the size limits, the pool \
+             never shrinks, and writes after it settled are not counted",
+        ),
+    },
+];
 
 /// A driver started on a changed configuration publishes at start-up, as it does on its
 /// first start.

@@ -23,6 +23,9 @@ use k8s_openapi::api::resource::v1::{ResourcePool, ResourceSlice, ResourceSliceS
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
 
+use crate::coverage::RowId::D;
+use crate::coverage::Verdict::Partial;
+use crate::coverage::{UpstreamRow, e2e};
 use crate::engine::target::NEEDS_PLUGIN_ACCOUNT;
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_SLICES_OWN_NODE_ONLY as ID;
@@ -35,6 +38,20 @@ pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: D(2),
+    test: "must apply per-node permission checks",
+    at: e2e(4075),
+    asserts: "the plugin's account may create, update and delete its own node's slices, and none of another node's \
+                  nor cluster-wide ones",
+    guarantees: &[ID],
+    verdict: Partial(
+        "only creates and a delete are tried, so an installation whose admission policy leaves updates out, letting \
+             a plugin rewrite another node's or a cluster-wide slice, passes",
+    ),
+}];
 
 /// A node name no cluster has, for a cluster of one node.
 const NO_SUCH_NODE: &str = "dracheck-no-such-node";

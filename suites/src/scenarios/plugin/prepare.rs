@@ -2,10 +2,23 @@
 //! succeeds and leaves no CDI spec of the claim behind.
 
 use super::harness::PluginNode;
+use crate::coverage::RowId::B;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e_node};
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::{PLUGIN_PREPARE_ALLOCATED_CLAIM as PREPARE, PLUGIN_UNPREPARE_REMOVES_STATE as UNPREPARE};
 
 super::plugin_scenario!("plugin-prepare", [PREPARE, UNPREPARE]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: B(16),
+    test: "Device ShareID: without ShareID",
+    at: e2e_node(1323),
+    asserts: "a claim whose results carry no share ID is prepared and unprepared",
+    guarantees: &[PREPARE, UNPREPARE],
+    verdict: Covered,
+}];
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let devices = super::oracle_devices(node, ctx).await?;

@@ -10,10 +10,41 @@
 use std::path::{Path, PathBuf};
 
 use super::harness::PluginNode;
+use crate::coverage::RowId::B;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e, e2e_node};
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_PREPARE_RETRY as ID;
 
 super::plugin_scenario!("plugin-prepare-retry", [ID]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: B(1),
+        test: "must retry NodePrepareResources",
+        at: e2e(318),
+        asserts: "a prepare that failed works when the kubelet calls it again",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: B(2),
+        test: "must run pod if NodePrepareResources fails and then succeeds",
+        at: e2e_node(225),
+        asserts: "the same: after a failed prepare the retry prepares the claim and the pod runs",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: B(3),
+        test: "must retry NodePrepareResources after Kubelet restart",
+        at: e2e_node(272),
+        asserts: "the same, the retry coming from a restarted kubelet (the driver sees only the retry)",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+];
 
 /// The node's CDI dir replaced by a plain file until dropped: nothing can be written there,
 /// not even by root.

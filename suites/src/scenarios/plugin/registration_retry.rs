@@ -9,10 +9,33 @@
 use std::time::Duration;
 
 use super::harness::PluginNode;
+use crate::coverage::RowId::A;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e_node};
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_REGISTRATION_RECOVERS as ID;
 
 super::plugin_scenario!("plugin-registration-retry", [ID]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: A(4),
+        test: "must recover and register after registration failure",
+        at: e2e_node(142),
+        asserts: "after a registration round that failed, the plugin is still there and registers at the kubelet's next attempt",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: A(5),
+        test: "must recover and register after NotifyRegistrationStatus failure",
+        at: e2e_node(165),
+        asserts: "the same, the round failing in NotifyRegistrationStatus",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+];
 
 /// The refusal's error, as a kubelet words one.
 const REFUSAL: &str = "dracheck: the kubelet could not use the plugin (simulated registration failure)";

@@ -2,10 +2,23 @@
 //! still unprepare what it prepared before the restart.
 
 use super::harness::PluginNode;
+use crate::coverage::RowId::A;
+use crate::coverage::Verdict::Covered;
+use crate::coverage::{UpstreamRow, e2e_node};
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_RESTART_KEEPS_STATE as ID;
 
 super::plugin_scenario!("plugin-restart", [ID]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[UpstreamRow {
+    id: A(3),
+    test: "must register after plugin restart",
+    at: e2e_node(129),
+    asserts: "a restarted plugin registers again and serves",
+    guarantees: &[ID, crate::profile::ids::DRIVER_RESTART_NEW_CLAIMS_WORK],
+    verdict: Covered,
+}];
 
 async fn check(ctx: &Ctx<'_>, node: &mut PluginNode) -> Result<(), ScenarioError> {
     let device = super::first_device(node, ctx).await?;

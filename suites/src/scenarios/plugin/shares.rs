@@ -10,10 +10,36 @@
 use std::collections::BTreeMap;
 
 use super::harness::{Allocated, PluginNode};
+use crate::coverage::RowId::B;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{UpstreamRow, e2e_node};
 use crate::engine::{Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_SHARES_INDEPENDENT as ID;
 
 super::plugin_scenario!("plugin-shares", [ID]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: B(17),
+        test: "Device ShareID: with a ShareID",
+        at: e2e_node(1324),
+        asserts: "a result that carries a share ID is prepared as that share",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+    UpstreamRow {
+        id: B(18),
+        test: "Device ShareID: same device with two ShareIDs",
+        at: e2e_node(1335),
+        asserts: "one claim with two results on the same device, each with its own share ID, is prepared with both",
+        guarantees: &[ID],
+        verdict: Partial(
+            "the two shares here are two claims of one result each, never two results of one claim, so a driver that \
+             keys a claim's setup by the device passes",
+        ),
+    },
+];
 
 /// The share IDs the suite allocates, as the scheduler writes them (RFC 4122 UIDs).
 const SHARES: [(&str, &str); 2] =

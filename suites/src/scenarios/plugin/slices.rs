@@ -12,6 +12,9 @@ use kube::api::{Api, ListParams};
 
 use super::harness::PluginNode;
 use crate::adapters::HostCheck;
+use crate::coverage::RowId::D;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{INTEGRATION_CORE, UpstreamRow, e2e, integration};
 use crate::engine::{Ctx, ScenarioError, served};
 use crate::profile::ids::{PLUGIN_SLICES_MATCH_INVENTORY as MATCH, PLUGIN_SLICES_OWNED_BY_NODE as OWNED};
 
@@ -23,6 +26,44 @@ pub static SCENARIO: crate::engine::Scenario = crate::engine::Scenario {
     disrupts: crate::engine::Disruption::None,
     run: crate::scenario_fn!(run),
 };
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: D(1),
+        test: "must manage ResourceSlices",
+        at: e2e(1077),
+        asserts: "each node's slices have their Node as controlling owner (apiVersion v1, no blockOwnerDeletion), name \
+                  the node, form a pool named after it with the right slice count, and hold the driver's devices",
+        guarantees: &[OWNED, MATCH],
+        verdict: Partial(
+            "the owner reference's apiVersion and blockOwnerDeletion are not compared, so a driver that sets \
+             blockOwnerDeletion as controller-runtime's SetControllerReference does passes (an API server with \
+             OwnerReferencesPermissionEnforcement refuses such slices to an account that may not update the Node's \
+             finalizers)",
+        ),
+    },
+    UpstreamRow {
+        id: D(9),
+        test: "testPublishResourceSlices: create",
+        at: integration(INTEGRATION_CORE, 584),
+        asserts: "the slices are published exactly as the driver states them (taints, counter-only slices, binding \
+                  conditions, bindsToNode) and not written again once settled",
+        guarantees: &[MATCH, crate::profile::ids::PLUGIN_SLICES_TAINTS_UNHEALTHY],
+        verdict: Partial(
+            "the comparison leaves out taints (read only by the unhealthy-device check), bindsToNode and per-device node \
+             selection, and nothing counts writes after the slices settled",
+        ),
+    },
+    UpstreamRow {
+        id: D(13),
+        test: "testInvalidResourceSlices",
+        at: integration(INTEGRATION_CORE, 973),
+        asserts: "a pool lists no device twice and counts its slices right",
+        guarantees: &[MATCH, OWNED],
+        verdict: Covered,
+    },
+];
 
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     if let (None, Some(check)) = (PluginNode::access(ctx), &ctx.target.adapter.host_inventory) {

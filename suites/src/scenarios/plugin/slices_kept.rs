@@ -13,10 +13,37 @@ use kube::api::{Api, DeleteParams};
 
 use super::harness::PluginNode;
 use super::published_slices;
+use crate::coverage::RowId::D;
+use crate::coverage::Verdict::{Covered, Partial};
+use crate::coverage::{INTEGRATION_CORE, UpstreamRow, e2e, integration};
 use crate::engine::{ApiContext, Ctx, ScenarioError};
 use crate::profile::ids::PLUGIN_SLICES_RECREATED as ID;
 
 super::plugin_scenario!("plugin-slices-kept", [ID]);
+
+/// The upstream tests this scenario answers for ([`crate::coverage`]).
+pub(crate) const UPSTREAM: &[UpstreamRow] = &[
+    UpstreamRow {
+        id: D(8),
+        test: "reconciles ResourceSlices with ReconcilePoolWithName",
+        at: e2e(1210),
+        asserts: "a pool that a kubelet plugin publishes for all nodes, under a name of its own, is published again after \
+                  its slices were deleted",
+        guarantees: &[ID],
+        verdict: Partial(
+            "only the node's own pool, named after the node, is deleted and waited for; a pool of another name or for all \
+             nodes is never checked",
+        ),
+    },
+    UpstreamRow {
+        id: D(10),
+        test: "testPublishResourceSlices: recreate after delete",
+        at: integration(INTEGRATION_CORE, 615),
+        asserts: "slices someone else deleted are published again",
+        guarantees: &[ID],
+        verdict: Covered,
+    },
+];
 
 const RECREATED: Duration = crate::scenarios::upstream::REPUBLISHED_AFTER_DELETION;
 
