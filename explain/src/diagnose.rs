@@ -48,6 +48,8 @@ pub struct Facts<'a> {
     pub pools: &'a [Pool<'a>],
     pub devices: &'a [PoolDevice<'a>],
     pub requests: &'a [Request<'a>],
+    /// The claims' requests in order, each with its alternatives (indexes into `requests`).
+    pub slots: &'a [Slot],
     pub evals: &'a [Vec<DeviceEval>],
     pub in_use: &'a [bool],
     pub holders: &'a [Option<String>],
@@ -255,6 +257,7 @@ pub(crate) fn explain_in(env: &Environment, state: &ClusterState, subject: &Subj
         pools: &pools,
         devices: &devices,
         requests: &requests,
+        slots: &slots,
         evals: &evals,
         in_use: &in_use,
         holders: &holders,
@@ -281,7 +284,22 @@ pub(crate) fn explain_in(env: &Environment, state: &ClusterState, subject: &Subj
     let summary = overall_summary(&facts);
     let causes = if fits { Vec::new() } else { causes(&facts, &reports, &errors, unmet, &outcomes) };
     let suggestions = if fits { Vec::new() } else { suggest::suggestions(&facts, &causes) };
-    Explanation { subject: subject.what.clone(), fits, summary, claims, nodes: outcomes, causes, suggestions }
+    let scheduling_gates = subject
+        .pod
+        .as_ref()
+        .and_then(|p| p.spec.as_ref()?.scheduling_gates.as_ref())
+        .map(|gates| gates.iter().map(|g| g.name.clone()).collect())
+        .unwrap_or_default();
+    Explanation {
+        subject: subject.what.clone(),
+        fits,
+        summary,
+        claims,
+        nodes: outcomes,
+        causes,
+        suggestions,
+        scheduling_gates,
+    }
 }
 
 pub fn device_id(pd: &PoolDevice<'_>) -> String {
@@ -289,7 +307,9 @@ pub fn device_id(pd: &PoolDevice<'_>) -> String {
 }
 
 /// Why the search found nothing on a node: the first request short of devices there; `None`
-/// when each has enough, so that only the combination fails.
+/// when each has enough, so that only the combination fails. A request with alternatives
+/// (`firstAvailable`) is short only when every alternative is, and then each one's shortfall
+/// is named.
 fn shortfall(
     requests: &[Request<'_>],
     slots: &[Slot],
@@ -297,14 +317,28 @@ fn shortfall(
     in_use: &[bool],
     usable: &[bool],
 ) -> Option<String> {
+    let short = |r: usize| {
+        let free = (0..usable.len()).filter(|&d| usable[d] && !in_use[d] && evals[r][d].compatible()).count();
+        let needed = if requests[r].all { 1 } else { requests[r].count };
+        (free < needed).then_some((free, needed))
+    };
     for slot in slots {
-        for &r in &slot.alternatives {
-            let free = (0..usable.len()).filter(|&d| usable[d] && !in_use[d] && evals[r][d].compatible()).count();
-            let needed = if requests[r].all { 1 } else { requests[r].count };
-            if free < needed {
+        let shortfalls: Option<Vec<(usize, (usize, usize))>> =
+            slot.alternatives.iter().map(|&r| short(r).map(|s| (r, s))).collect();
+        match shortfalls.as_deref() {
+            None | Some([]) => {}
+            Some([(r, (free, needed))]) => {
                 return Some(format!(
                     "request {}: {free} of {needed} needed devices free and compatible here",
-                    requests[r].name
+                    requests[*r].name
+                ));
+            }
+            Some(all) => {
+                let each: Vec<String> =
+                    all.iter().map(|(r, (free, needed))| format!("{} {free} of {needed}", requests[*r].name)).collect();
+                return Some(format!(
+                    "no alternative has enough devices free and compatible here: {}",
+                    each.join(", ")
                 ));
             }
         }
@@ -349,7 +383,13 @@ fn overall_summary(facts: &Facts<'_>) -> Summary {
         free: (0..n).filter(|&d| !facts.in_use[d]).count(),
         compatible: (0..n).filter(|&d| compatible(d)).count(),
         free_compatible: (0..n).filter(|&d| !facts.in_use[d] && compatible(d) && reachable(d)).count(),
-        needed: rs.clone().map(|r| needed(facts, r)).sum(),
+        // A request with alternatives takes one of them: it needs what its least demanding
+        // alternative needs, not all of them added up.
+        needed: facts
+            .slots
+            .iter()
+            .map(|slot| slot.alternatives.iter().map(|&r| needed(facts, r)).min().unwrap_or(0))
+            .sum(),
     }
 }
 

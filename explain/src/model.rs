@@ -27,6 +27,10 @@ pub struct Explanation {
     /// Why nothing fits, most specific first; empty when it fits.
     pub causes: Vec<Cause>,
     pub suggestions: Vec<String>,
+    /// The pod's scheduling gates: while it has any, the scheduler does not try it at all,
+    /// whatever fits.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scheduling_gates: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

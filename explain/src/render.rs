@@ -46,6 +46,14 @@ pub fn text(e: &Explanation) -> String {
         "no device set fits"
     };
     let _ = writeln!(out, "{}: {verdict}", e.subject);
+    if !e.scheduling_gates.is_empty() {
+        let _ = writeln!(
+            out,
+            "held: the pod has the scheduling gates {}; the scheduler does not try it until whoever added them \
+             removes them (`kubectl get pod -o jsonpath='{{.spec.schedulingGates}}'`), so nothing is allocated yet",
+            e.scheduling_gates.join(", ")
+        );
+    }
     let _ = writeln!(out, "{}", summary_line(&e.summary));
     if !e.causes.is_empty() {
         let _ = writeln!(out, "\nwhy:");

@@ -610,3 +610,125 @@ fn a_selector_dracheck_cannot_evaluate_is_said_so() {
     assert!(!text.contains("SchedulerError"), "{text}");
     assert!(e.suggestions.iter().any(|s| s.contains("scheduler's events")), "{:?}", e.suggestions);
 }
+
+/// A request with alternatives needs one of them: the node says what each alternative lacks,
+/// and "needed" counts the request once, not every alternative added up.
+#[test]
+fn each_alternative_of_a_first_available_request_is_named_with_its_own_shortfall() {
+    const L4: &str = r#"device.attributes["gpu.example.com"].model == "l4""#;
+    let want = dracheck_objects::ClaimBuilder::exact("gpu", 3)
+        .first_available(&[("a100", &[A100]), ("l4", &[L4])])
+        .claim(NS, "want");
+    let e = explain(&cluster(1), want);
+    let text = crate::text(&e);
+    assert!(!e.fits, "{text}");
+    assert_eq!(e.summary.needed, 3, "{text}");
+    let node = e.nodes.iter().find(|n| n.node == "node-1").unwrap();
+    assert_eq!(
+        node.detail, "no alternative has enough devices free and compatible here: req/a100 2 of 3, req/l4 2 of 3",
+        "{text}"
+    );
+    // One alternative that fits is enough: no shortfall is named for the node.
+    let fits = dracheck_objects::ClaimBuilder::exact("gpu", 2)
+        .first_available(&[("a100", &[A100]), ("l4", &[L4])])
+        .claim(NS, "want");
+    let e = explain(&cluster(1), fits);
+    assert!(e.fits, "{}", crate::text(&e));
+    assert_eq!(e.summary.needed, 2);
+}
+
+/// A gated pod is not tried by the scheduler at all: a fit says so, not only "fits".
+#[test]
+fn a_pod_held_by_a_scheduling_gate_is_said_to_be_held() {
+    let c = claim(NS, "want", "gpu", 1, &[]);
+    let mut p = pod(NS, "job").claim("gpu", "want").build();
+    p.spec.as_mut().unwrap().scheduling_gates =
+        Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate { name: "example.com/quota".into() }]);
+    let e = explain_state(&cluster(1), &Subject { what: "pod default/job".into(), pod: Some(p), claims: vec![c] });
+    let text = crate::text(&e);
+    assert_eq!(e.scheduling_gates, ["example.com/quota"]);
+    assert!(text.contains("held: the pod has the scheduling gates example.com/quota"), "{text}");
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["schedulingGates"], serde_json::json!(["example.com/quota"]));
+    // Without a gate the JSON has no such field.
+    let ungated = explain(&cluster(1), claim(NS, "want", "gpu", 1, &[]));
+    assert!(serde_json::to_value(&ungated).unwrap().get("schedulingGates").is_none());
+}
+
+/// One of each cause; the match below fails to compile when a cause is added and not here.
+fn every_cause() -> Vec<Cause> {
+    let s = String::new;
+    let all = vec![
+        Cause::UnknownClass { request: s(), class: s() },
+        Cause::NoDevicesPublished { request: s() },
+        Cause::NoCompatibleDevice { request: s(), misses: vec![] },
+        Cause::CountAboveInventory { request: s(), needed: 0, compatible: 0 },
+        Cause::AllocatedElsewhere { request: s(), compatible: 0, holders: vec![], free_misses: vec![] },
+        Cause::NotEnoughOnOneNode { request: s(), needed: 0, most: 0, node: s(), in_all: false },
+        Cause::Unreachable { request: s(), reasons: vec![] },
+        Cause::SelectorError { request: s(), device: s(), error: s() },
+        Cause::Unevaluable { request: s(), source: s(), index: 0, expression: s(), feature: s() },
+        Cause::ConstraintUnmet { claim: s(), constraint: s(), attribute: s(), nodes: vec![] },
+        Cause::NoCombination { detail: s() },
+    ];
+    for c in &all {
+        match c {
+            Cause::UnknownClass { .. }
+            | Cause::NoDevicesPublished { .. }
+            | Cause::NoCompatibleDevice { .. }
+            | Cause::CountAboveInventory { .. }
+            | Cause::AllocatedElsewhere { .. }
+            | Cause::NotEnoughOnOneNode { .. }
+            | Cause::Unreachable { .. }
+            | Cause::SelectorError { .. }
+            | Cause::Unevaluable { .. }
+            | Cause::ConstraintUnmet { .. }
+            | Cause::NoCombination { .. } => {}
+        }
+    }
+    all
+}
+
+/// One of each reason a device is ruled out, as [`every_cause`].
+fn every_reason() -> Vec<Reason> {
+    let s = String::new;
+    let all = vec![
+        Reason::Pool { message: s() },
+        Reason::Allocated { by: s(), compatible: false },
+        Reason::Selector { source: s(), index: 0, expression: s(), actual: s() },
+        Reason::SelectorError { source: s(), index: 0, expression: s(), error: s() },
+        Reason::Unevaluable { source: s(), index: 0, expression: s(), feature: s() },
+        Reason::Taint { taint: s() },
+        Reason::Capacity { name: s(), requested: s(), available: s() },
+        Reason::Node { message: s() },
+    ];
+    for r in &all {
+        match r {
+            Reason::Pool { .. }
+            | Reason::Allocated { .. }
+            | Reason::Selector { .. }
+            | Reason::SelectorError { .. }
+            | Reason::Unevaluable { .. }
+            | Reason::Taint { .. }
+            | Reason::Capacity { .. }
+            | Reason::Node { .. } => {}
+        }
+    }
+    all
+}
+
+fn kinds<T: serde::Serialize>(all: &[T]) -> String {
+    all.iter()
+        .map(|v| format!("`{}`", serde_json::to_value(v).unwrap()["kind"].as_str().unwrap()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// README's explain section names every `kind` the JSON can carry, as the code spells it.
+#[test]
+fn the_readme_names_every_cause_and_reason_kind() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let line = format!("the causes are {}; the reasons {}.", kinds(&every_cause()), kinds(&every_reason()));
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&line), "README.md's explain section must say (wrapped as you like):\n{line}");
+}

@@ -21,7 +21,7 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// `text` (summary, causes, a table per node, suggestions) or `json` (for tools).
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
 }
 
