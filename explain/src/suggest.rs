@@ -1,5 +1,7 @@
-//! What would fit instead: another DeviceClass, the request without one of its selectors, the
-//! largest count or capacity that is free now.
+//! What would fit instead: another DeviceClass, the request without one of its selectors, a
+//! toleration of the taints that keep free devices off, the largest count or capacity that is
+//! free now. Every count is of devices the request could take: free, reachable, and passing
+//! its own selectors, tolerations and capacity.
 
 use crate::cel::{DeviceInput, Quantity};
 use crate::diagnose::{Facts, device_id};
@@ -7,9 +9,12 @@ use crate::evaluate::Match;
 use crate::model::{Cause, Reason};
 use crate::refs::{Ref, find_attribute, references, zero_literal};
 
-/// Free devices usable from some node that pass the class's selectors and `extra`.
+/// Free devices usable from some node that pass the class's selectors and `extra`, and that
+/// request `r`'s tolerations and capacity allow (a tainted device or one with too little
+/// capacity left is no device to suggest).
 fn free_matching(
     facts: &Facts<'_>,
+    r: usize,
     class: &k8s_openapi::api::resource::v1::DeviceClass,
     extra: &[String],
 ) -> Vec<usize> {
@@ -27,6 +32,7 @@ fn free_matching(
     };
     (0..facts.devices.len())
         .filter(|&d| !facts.in_use[d] && facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]))
+        .filter(|&d| facts.evals[r][d].taint.is_none() && facts.evals[r][d].capacity.is_none())
         .filter(|&d| {
             let pd = &facts.devices[d];
             let input = DeviceInput::of(&pd.slice.spec.driver, pd.device);
@@ -52,7 +58,7 @@ pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
                 let extra = req_selectors(&facts.requests[r]);
                 let mut known: Vec<String> = Vec::new();
                 for c in &facts.state.classes {
-                    let n = free_matching(facts, c, &extra).len();
+                    let n = free_matching(facts, r, c, &extra).len();
                     known.push(format!(
                         "{} ({n} free matching device(s))",
                         c.metadata.name.as_deref().unwrap_or_default()
@@ -73,6 +79,7 @@ pub fn suggestions(facts: &Facts<'_>, causes: &[Cause]) -> Vec<String> {
                 "request {request}: check that the DRA driver runs on the nodes and publishes its devices (kubectl get resourceslices)"
             )),
             Cause::NoCompatibleDevice { request, .. } | Cause::AllocatedElsewhere { request, .. } => {
+                toleration(facts, request, &mut out);
                 other_classes(facts, request, &mut out);
                 without_selector(facts, request, &mut out);
                 largest_capacity(facts, request, &mut out);
@@ -176,13 +183,50 @@ fn other_classes(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
         if name == req.class_name {
             continue;
         }
-        let n = free_matching(facts, c, &extra).len();
+        let n = free_matching(facts, r, c, &extra).len();
         if n >= req.count.max(1) {
             out.push(format!(
                 "request {request}: DeviceClass {name} would match {n} free device(s) with the request's selectors"
             ));
         }
     }
+}
+
+/// Free devices that pass the request's selectors and capacity but carry a taint it does not
+/// tolerate: where they are enough, the tolerations that would let it take them (the taints'
+/// owner decides whether the workload may run there; a NoExecute taint also evicts).
+fn toleration(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
+    let Some(r) = request_index(facts, request) else { return };
+    let req = &facts.requests[r];
+    let tainted: Vec<(usize, &str)> = (0..facts.devices.len())
+        .filter(|&d| !facts.in_use[d] && facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]))
+        .filter_map(|d| {
+            let e = &facts.evals[r][d];
+            (e.selectors == Match::Yes && e.capacity.is_none()).then_some(())?;
+            e.taint.as_deref().map(|t| (d, t))
+        })
+        .collect();
+    if tainted.is_empty() || tainted.len() < req.count.max(1) {
+        return;
+    }
+    let mut taints: Vec<&str> = tainted.iter().map(|(_, t)| *t).collect();
+    taints.sort_unstable();
+    taints.dedup();
+    let tolerations: Vec<String> = taints
+        .iter()
+        .map(|t| {
+            let (key_value, effect) = t.rsplit_once(':').unwrap_or((t, ""));
+            let key = key_value.split_once('=').map_or(key_value, |(k, _)| k);
+            format!("{{key: \"{key}\", operator: Exists, effect: {effect}}}")
+        })
+        .collect();
+    out.push(format!(
+        "request {request}: {} free device(s) match but carry taints it does not tolerate ({}); if the workload may use \
+         such devices, add to the request `tolerations: [{}]`",
+        tainted.len(),
+        taints.join(", "),
+        tolerations.join(", ")
+    ));
 }
 
 /// The request without one of its selectors, when that frees enough devices.
@@ -196,7 +240,7 @@ fn without_selector(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
     }
     for i in 0..all.len() {
         let rest: Vec<String> = all.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, s)| s.clone()).collect();
-        let n = free_matching(facts, class, &rest).len();
+        let n = free_matching(facts, r, class, &rest).len();
         if n >= req.count.max(1) {
             out.push(format!("request {request}: without selector #{i} `{}`, {n} free device(s) would match", all[i]));
         }
@@ -226,7 +270,13 @@ fn largest_capacity(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
         let (domain, id) = name.split_once('/').unwrap_or(("", name));
         names.push((domain.to_string(), id.to_string()));
     }
-    let candidates = free_matching(facts, class, &[]);
+    // Among the devices the request's other selectors allow: the largest value of a device it
+    // could not take anyway suggests nothing.
+    let own: Vec<String> = req_selectors(req)
+        .into_iter()
+        .filter(|s| !references(s).iter().any(|rf| matches!(rf, Ref::Capacity { .. })))
+        .collect();
+    let candidates = free_matching(facts, r, class, &own);
     for (domain, name) in names {
         let mut best: Option<(Quantity, usize)> = None;
         for &d in &candidates {

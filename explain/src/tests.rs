@@ -256,6 +256,16 @@ fn device_taints_need_a_toleration() {
     assert!(!e.fits);
     let rows = &e.claims[0].requests[0].devices;
     assert_eq!(rows[0].ruled_out, Some(Reason::Taint { taint: "maintenance:NoSchedule".into() }));
+    // The way out is a toleration, and no other class or selector is offered for devices the
+    // request could not take either.
+    assert_eq!(
+        e.suggestions,
+        ["request req: 4 free device(s) match but carry taints it does not tolerate (maintenance:NoSchedule); if the \
+          workload may use such devices, add to the request `tolerations: [{key: \"maintenance\", operator: Exists, \
+          effect: NoSchedule}]`"],
+        "{}",
+        crate::text(&e)
+    );
 }
 
 /// An administrator's NoSchedule DeviceTaintRule keeps the scheduler off the devices it
