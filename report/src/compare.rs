@@ -141,6 +141,38 @@ fn is_identity(name: &str) -> bool {
     IDENTITY_ATTRIBUTES.contains(&bare)
 }
 
+/// The comparison for tools (`compare -o json`): the gate's verdict, then each list as the
+/// text shows it, a side as `{verdict, reason}` or `null` where it was not checked.
+pub fn json(a: &RunResult, b: &RunResult, c: &Comparison) -> serde_json::Value {
+    use serde_json::json;
+    let side = |v: &Option<(Verdict, String)>| match v {
+        Some((v, reason)) => json!({ "verdict": v, "reason": reason }),
+        None => serde_json::Value::Null,
+    };
+    let changes = |items: &[Change]| {
+        items
+            .iter()
+            .map(|ch| json!({ "label": ch.label, "a": side(&ch.a), "b": side(&ch.b), "allowed": ch.allowed }))
+            .collect::<Vec<_>>()
+    };
+    let hardware: Vec<serde_json::Value> = c
+        .hardware
+        .iter()
+        .map(|h| json!({ "profile": h.profile, "what": h.what, "a": h.a, "b": h.b, "allowed": h.allowed }))
+        .collect();
+    json!({
+        "a": view::headline(a),
+        "b": view::headline(b),
+        "gatePasses": c.gate_passes(),
+        "regressions": changes(&c.regressions),
+        "newPasses": changes(&c.new_passes),
+        "changedSkips": changes(&c.changed_skips),
+        "stillFailing": changes(&c.still_failing),
+        "hardware": hardware,
+        "hardwareUnknown": c.hardware_unknown,
+    })
+}
+
 /// The comparison for a person: what changed and the gate's verdict.
 pub fn render(a: &RunResult, b: &RunResult, c: &Comparison) -> String {
     let side = |v: &Option<(Verdict, String)>| match v {

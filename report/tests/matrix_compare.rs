@@ -108,6 +108,14 @@ fn regressions_new_passes_changed_skips_and_hardware_are_told_apart() {
     assert!(!c.gate_passes());
     let text = compare::render(&a, &b, &c);
     assert!(text.contains("A {a100} B {l4}") && text.contains("Gate: FAIL"), "{text}");
+    // The same for tools: the gate, and each list with both sides.
+    let json = compare::json(&a, &b, &c);
+    assert_eq!(json["gatePasses"], serde_json::json!(false));
+    assert_eq!(json["regressions"][0]["label"], "driver/plugin.registration.info");
+    assert_eq!(json["regressions"][0]["a"]["verdict"], "pass");
+    assert_eq!(json["regressions"][0]["b"], serde_json::Value::Null, "not checked on B");
+    assert_eq!(json["hardware"][0]["a"], serde_json::json!(["a100"]));
+    assert_eq!(json["hardware"][0]["b"], serde_json::json!(["l4"]));
 
     let allowed = Options {
         allow: vec!["plugin.registration.*".into(), "standard-inference/claim.compatible.*".into()],

@@ -23,7 +23,8 @@ pub struct ConformanceArgs {
     /// The driver under test (default: `mock`).
     #[command(flatten)]
     pub driver: DriverArgs,
-    /// `local` (the embedded cluster with emulated nodes), `kubeconfig` (an existing cluster
+    /// `local` (the embedded control plane with its own nodes: real ones, kubelet, containerd
+    /// and runc, by default; see --node-kind), `kubeconfig` (an existing cluster
     /// with the driver installed, or --install helm), `kind` or `k3s` (a new cluster in Docker
     /// containers with the driver's chart installed, deleted after the run).
     #[arg(long, default_value = "local")]

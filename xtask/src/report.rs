@@ -45,6 +45,16 @@ pub struct CompareArgs {
     /// Devices of profiles matching this glob may differ between A and B; repeatable.
     #[arg(long, value_name = "PROFILE-GLOB")]
     pub allow_hardware: Vec<String>,
+    /// `text` (for a person) or `json` (for tools: `gatePasses` and each list); the exit code
+    /// is the gate's either way.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: CompareOutput,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CompareOutput {
+    Text,
+    Json,
 }
 
 /// The redactor of a run: the credentials of the kubeconfig in use (the flag, else every file
@@ -165,7 +175,12 @@ pub fn compare(args: CompareArgs) -> u8 {
         (Err(e), _) | (_, Err(e)) => return load_err(e),
     };
     let c = compare::compare(&a, &b, &Options { allow: args.allow, allow_hardware: args.allow_hardware });
-    print!("{}", compare::render(&a, &b, &c));
+    match args.output {
+        CompareOutput::Text => print!("{}", compare::render(&a, &b, &c)),
+        CompareOutput::Json => {
+            println!("{}", serde_json::to_string_pretty(&compare::json(&a, &b, &c)).expect("the comparison serializes"))
+        }
+    }
     if c.gate_passes() { exit::OK } else { exit::FAILED }
 }
 
