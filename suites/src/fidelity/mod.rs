@@ -174,9 +174,27 @@ const NEEDS_RUNNING_WORKLOADS: &[&str] = &[
 ];
 
 /// Cluster-tier checks that only need the scheduler to find free devices; with devices held
-/// or slices gone they fail too, besides those that need running workloads.
-const NEEDS_ALLOCATION: &[&str] =
-    &[CLAIM_COMPATIBLE_ALLOCATED, CLAIM_IMPOSSIBLE_CAPACITY, CLAIM_IMPOSSIBLE_EXPLAINED, ISOLATION_EXCLUSIVE];
+/// or slices gone they fail too, besides those that need running workloads. The refusals are
+/// skipped then: their control, a claim of the profile's shape, is not allocated either.
+const NEEDS_ALLOCATION: &[&str] = &[
+    CLAIM_COMPATIBLE_ALLOCATED,
+    CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
+    CLAIM_IMPOSSIBLE_SELECTOR,
+    CLAIM_IMPOSSIBLE_COUNT,
+    CLAIM_IMPOSSIBLE_CAPACITY,
+    CLAIM_IMPOSSIBLE_EXPLAINED,
+    ISOLATION_EXCLUSIVE,
+];
+
+/// The refusals, skipped where no claim of the profile's shape can be allocated at all: with
+/// nothing allocatable every request is refused, which shows nothing of the request.
+const REFUSALS: &[&str] = &[
+    CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
+    CLAIM_IMPOSSIBLE_SELECTOR,
+    CLAIM_IMPOSSIBLE_COUNT,
+    CLAIM_IMPOSSIBLE_CAPACITY,
+    CLAIM_IMPOSSIBLE_EXPLAINED,
+];
 
 pub const FAULTS: &[FaultCase] = &[
     FaultCase {
@@ -351,14 +369,13 @@ pub const FAULTS: &[FaultCase] = &[
             &[
                 CLAIM_COMPATIBLE_ALLOCATED,
                 ISOLATION_EXCLUSIVE,
-                CLAIM_IMPOSSIBLE_EXPLAINED,
                 PLUGIN_SLICES_MATCH_INVENTORY,
                 PLUGIN_SLICES_FOLLOW_INVENTORY,
             ],
             NEEDS_RUNNING_WORKLOADS,
         ],
         may_break: &[],
-        skips: &[],
+        skips: REFUSALS,
     },
     FaultCase {
         fault: "prepare-foreign-claims",
@@ -582,18 +599,14 @@ pub const FAULTS: &[FaultCase] = &[
     FaultCase {
         fault: "duplicate-device",
         misbehaviour: "one more slice of the pool lists its first device again: the scheduler takes the node's whole pool for invalid and allocates none of its devices",
-        // An impossible claim stays impossible: those checks pass.
+        // An impossible claim stays impossible, but so does a possible one: the refusals are
+        // skipped for want of an allocated control.
         breaks: &[
-            &[
-                PLUGIN_SLICES_MATCH_INVENTORY,
-                CLAIM_COMPATIBLE_ALLOCATED,
-                CLAIM_IMPOSSIBLE_EXPLAINED,
-                ISOLATION_EXCLUSIVE,
-            ],
+            &[PLUGIN_SLICES_MATCH_INVENTORY, CLAIM_COMPATIBLE_ALLOCATED, ISOLATION_EXCLUSIVE],
             NEEDS_RUNNING_WORKLOADS,
         ],
         may_break: &[],
-        skips: &[],
+        skips: REFUSALS,
     },
     FaultCase {
         fault: "no-node-policy",

@@ -2,7 +2,10 @@
 //! `Unschedulable`, the claim stays unallocated, the message names the cause, `explain`
 //! finds the cause the request was built with, and once the request is fixed the pod
 //! schedules. "More than a node has" and "more capacity than any device has" are measured
-//! against the driver's inventory oracle, not against what the driver publishes.
+//! against the driver's inventory oracle, not against what the driver publishes. A refusal
+//! counts only beside a control: a claim of the profile's own shape, asked on the same node,
+//! is allocated. Where it is not (a driver that publishes nothing usable), every request would
+//! be refused, so the refusals are skipped with that reason instead of passing for nothing.
 
 use std::time::Duration;
 
@@ -37,6 +40,7 @@ const MISSING_CLASS: &str = "dracheck-no-such-class";
 async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
     let variants = ctx.profile().guarantees.impossible.as_ref().map(|i| i.variants.clone()).unwrap_or_default();
     let mut asked = Vec::new();
+    let mut refusals: Vec<(&'static str, String)> = Vec::new();
     for (i, variant) in variants.iter().enumerate() {
         let (id, what) = match variant {
             ImpossibleVariant::UnknownClass => (ids::CLAIM_IMPOSSIBLE_UNKNOWN_CLASS, "an unknown DeviceClass"),
@@ -64,7 +68,7 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         let still_unallocated = ctx.get_claim(&name).await.is_some_and(|c| Ctx::allocated(&c).is_empty());
         match verdict {
             Some((reason, message)) if reason == "Unschedulable" && still_unallocated => {
-                ctx.pass(id, format!("Pending, Unschedulable: {message}"));
+                refusals.push((id, format!("Pending, Unschedulable: {message}")));
                 asked.push(Asked::Refused { variant: *variant, pod: name, message });
             }
             Some((reason, message)) => {
@@ -88,8 +92,24 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
             }
         }
     }
+    let control = if refusals.is_empty() {
+        Ok(())
+    } else {
+        ctx.phase("asking for a claim of the profile's own shape, the control");
+        control(ctx).await
+    };
+    for (id, why) in refusals {
+        match &control {
+            Ok(()) => ctx.pass(id, why),
+            Err(no) => ctx.skip(id, no),
+        }
+    }
     match judged(&asked) {
         Judged::Nothing => Ok(()),
+        Judged::Explain { .. } if control.is_err() => {
+            ctx.skip(ids::CLAIM_IMPOSSIBLE_EXPLAINED, control.unwrap_err());
+            Ok(())
+        }
         Judged::Skip(why) => {
             ctx.skip(ids::CLAIM_IMPOSSIBLE_EXPLAINED, why);
             Ok(())
@@ -100,6 +120,30 @@ async fn run(ctx: &Ctx<'_>) -> Result<(), ScenarioError> {
         }
         Judged::Explain { refused, skipped } => check_explained(ctx, &refused, skipped).await,
     }
+}
+
+/// The control: a claim of the profile's own shape, in a pod on the scenario's node, is
+/// allocated. `Err` says why the refusals show nothing.
+async fn control(ctx: &Ctx<'_>) -> Result<(), String> {
+    const NAME: &str = "impossible-control";
+    const WITHIN: Duration = Duration::from_secs(30);
+    let made = async {
+        ctx.create(&ctx.profile_claim(NAME)).await?;
+        ctx.create(&ctx.pod(NAME).claim("devices", NAME).command(dracheck_objects::IDLE).build()).await
+    };
+    let outcome = match made.await {
+        Ok(_) => allocated(ctx, NAME, WITHIN).await.map(|_| ()).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    // Its device goes back before the fixed requests ask for one.
+    let _ = ctx.delete_pod(NAME, WITHIN).await;
+    let _ = ctx.api::<ResourceClaim>().delete(NAME, &DeleteParams::default()).await;
+    outcome.map_err(|e| {
+        format!(
+            "refused, but so was the control, a claim of the profile's own shape on the same node ({e}): with nothing \
+             allocatable every request is refused, so this refusal shows nothing of the request"
+        )
+    })
 }
 
 /// What became of one impossible request before its explanation is judged.
