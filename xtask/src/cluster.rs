@@ -34,6 +34,23 @@ pub enum ClusterCommand {
     /// Runs the emulated nodes and drivers of `cluster up --nodes` (started by `up`).
     #[command(hide = true)]
     Agent(AgentArgs),
+    /// Reaps the cluster of a state dir once the run that owns it is gone and the dir is still
+    /// there (the run was killed); every run starts one beside itself.
+    #[command(hide = true)]
+    ReapWhenGone(ReapArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// The state dir of the run to watch.
+    #[arg(long)]
+    state_dir: PathBuf,
+}
+
+/// The reaper a run starts beside itself: this program's hidden `cluster reap-when-gone`.
+pub fn reaper() -> Option<local::reap::Reaper> {
+    let program = std::env::current_exe().ok()?;
+    Some(local::reap::Reaper { program, args: vec!["cluster".into(), "reap-when-gone".into()] })
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +161,12 @@ pub async fn run(cmd: ClusterCommand) -> u8 {
         ClusterCommand::KindConfig(args) => kind_config(args),
         ClusterCommand::LoadImage(args) => {
             local::real::load_image(&args.state.state_dir, &args.archive, &Progress::stderr()).await.map(|_| exit::OK)
+        }
+        ClusterCommand::ReapWhenGone(args) => {
+            for line in local::reap::reap_when_gone(&args.state_dir) {
+                eprintln!("dracheck reaper: {line}");
+            }
+            return exit::OK;
         }
         ClusterCommand::Agent(args) => {
             let takeover = nodes::Takeover { nodes: args.only, classes_exist: args.classes_exist };
@@ -288,6 +311,8 @@ async fn up(args: UpArgs) -> Result<u8, ClusterError> {
         progress,
         node_kind: args.nodes.node_kind.parse().unwrap_or_default(),
         floor: false,
+        // Killed before it detached, `up` leaves a cluster nobody owns: reaped at once.
+        reaper: reaper(),
     };
     // Dropping the start future on Ctrl-C stops whatever it had started and removes the dir.
     let cluster = tokio::select! {

@@ -253,6 +253,8 @@ async fn conformance(mut args: ConformanceArgs) -> Result<u8, Early> {
             feature_gates: args.feature_gates.clone(),
             resource_api_versions: args.resource_api_versions.clone(),
             node_kind,
+            // A SIGKILL leaves nothing behind for long: the reaper puts the machine back.
+            reaper: crate::cluster::reaper(),
             ..LocalClusterOptions::default()
         },
         scenario_timeout: Duration::from_secs(args.scenario_timeout),
@@ -516,6 +518,7 @@ async fn local_chart(
         resource_api_versions: args.resource_api_versions.clone(),
         node_kind,
         progress: progress.clone(),
+        reaper: crate::cluster::reaper(),
         ..LocalClusterOptions::default()
     };
     let nodes = args.nodes;

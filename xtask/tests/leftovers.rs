@@ -84,8 +84,41 @@ fn start_hanging_run(tmp: &Path) -> (std::process::Child, PathBuf) {
     (run, dir)
 }
 
+/// The pid of the reaper a run started beside itself for its state dir `dir`.
+fn reaper_of(dir: &Path) -> u32 {
+    let found: Vec<String> = processes_mentioning(dir).into_iter().filter(|p| p.contains("reap-when-gone")).collect();
+    let [line] = found.as_slice() else { panic!("one reaper for {}: {found:?}", dir.display()) };
+    line.split(':').next().unwrap().parse().unwrap()
+}
+
+/// SIGKILL leaves the run no way to clean up; its reaper, in a session of its own, stops
+/// everything the run started and removes its state dir within seconds, with no further run.
 #[test]
-fn a_sigkilled_run_is_reaped_by_the_next_run() {
+fn a_sigkilled_run_is_reaped_by_its_reaper_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _teardown = Teardown(tmp.path());
+    let (mut run, dir) = start_hanging_run(tmp.path());
+    let info = ClusterInfo::load(&dir).unwrap();
+    reaper_of(&dir); // There is one, watching.
+    run.kill().unwrap(); // SIGKILL: no teardown runs.
+    run.wait().unwrap();
+    let killed = Instant::now();
+    while (dir.exists() || !processes_mentioning(tmp.path()).is_empty()) && killed.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = killed.elapsed();
+    eprintln!("the reaper cleaned up {:.1} s after the SIGKILL", took.as_secs_f64());
+    assert!(!dir.exists(), "the reaper removed the state dir within 30 s");
+    for p in &info.processes {
+        assert!(!p.is_alive(), "{} (pid {}) of the killed run still runs", p.name, p.pid);
+    }
+    assert_eq!(processes_mentioning(tmp.path()), Vec::<String>::new(), "no driver, and no reaper, is left");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+}
+
+/// A whole process tree SIGKILLed takes the reaper along: the next run reaps what is left.
+#[test]
+fn a_run_killed_with_its_reaper_is_reaped_by_the_next_run() {
     let tmp = tempfile::tempdir().unwrap();
     let _teardown = Teardown(tmp.path());
     let tmpdir = tmp.path().to_str().unwrap();
@@ -94,6 +127,8 @@ fn a_sigkilled_run_is_reaped_by_the_next_run() {
     let (mut first, dir) = start_hanging_run(tmp.path());
     let info = ClusterInfo::load(&dir).unwrap();
     assert!(matches!(info.owner, Owner::Process(p) if p.pid == first.id()), "the run owns its state: {info:?}");
+    // SAFETY: a pid read from /proc a moment ago, of a process this test's run started.
+    assert_eq!(unsafe { libc::kill(reaper_of(&dir) as i32, libc::SIGKILL) }, 0);
     first.kill().unwrap(); // SIGKILL: no teardown runs.
     first.wait().unwrap();
     assert!(dir.exists(), "a killed run cannot remove its own state dir");

@@ -71,6 +71,9 @@ pub struct LocalClusterOptions {
     /// Only etcd and kube-apiserver, ready at `/readyz`: the floor that `bench cluster-up`
     /// compares a whole start with. Nothing schedules or reconciles in such a cluster.
     pub floor: bool,
+    /// The program that reaps the cluster should its starter be killed (see [`reap::Reaper`]);
+    /// `None`: the next run or `cluster down --stale` does.
+    pub reaper: Option<reap::Reaper>,
 }
 
 impl LocalClusterOptions {
@@ -103,6 +106,7 @@ impl Default for LocalClusterOptions {
             progress: Progress::quiet(),
             node_kind: NodeKind::default(),
             floor: false,
+            reaper: None,
         }
     }
 }
@@ -135,6 +139,8 @@ struct Running {
     processes: Vec<Supervised>,
     state: StateDir,
     detached: bool,
+    /// Watches this process from outside and reaps the cluster if it is killed.
+    reaper: Option<std::process::Child>,
 }
 
 impl Running {
@@ -146,6 +152,15 @@ impl Running {
         // finished starting left, and writes the kernel settings back once all are gone.
         real::scrub(self.state.path());
         self.state.remove();
+        self.dismiss_reaper();
+    }
+
+    /// Nothing is left to reap: the reaper goes now rather than at its next look.
+    fn dismiss_reaper(&mut self) {
+        if let Some(mut reaper) = self.reaper.take() {
+            let _ = reaper.kill();
+            let _ = reaper.wait();
+        }
     }
 
     /// Teardown after a failed start. An error that quotes a component's log would otherwise
@@ -163,6 +178,7 @@ impl Running {
             }
         }
         self.state.remove();
+        self.dismiss_reaper();
         e
     }
 }
@@ -190,12 +206,18 @@ impl LocalCluster {
             None => StateDir::temporary()?,
         };
         let dir = state.path().to_path_buf();
-        let mut running = Running { processes: Vec::new(), state, detached: false };
+        let mut running = Running { processes: Vec::new(), state, detached: false, reaper: None };
         // The owner is on record before anything else is in the dir, so that a later run can
         // tell, whenever this one is killed, that the dir is stale (see `reap`).
         let owner = Owner::Process(OwnerProcess::current());
         if let Err(e) = (ClusterInfo { owner, ..ClusterInfo::default() }).save(&dir) {
             return Err(running.fail(e));
+        }
+        if let Some(reaper) = &opts.reaper {
+            match reaper.spawn(&dir) {
+                Ok(child) => running.reaper = Some(child),
+                Err(e) => return Err(running.fail(e)),
+            }
         }
         let outcome = async {
             let progress = &opts.progress;
@@ -621,6 +643,8 @@ impl LocalCluster {
     pub fn detach(mut self) -> Result<ClusterInfo> {
         debug_assert_eq!(self.lifetime, Lifetime::Detached, "an attached cluster dies with its starter anyway");
         self.running.detached = true;
+        // A detached cluster is never reaped.
+        self.running.dismiss_reaper();
         for p in self.running.processes.drain(..) {
             p.release();
         }

@@ -1,8 +1,10 @@
 //! Reaping, as testcontainers' Ryuk does it: the state dir of a local cluster whose owning run
-//! is gone (killed by SIGKILL, or the machine rebooted since) is removed by the next run or by
-//! `cluster down --stale`, after the processes its `cluster.json` names are stopped. Only a
-//! dir that holds our record with a process owner is ever touched; a detached cluster
-//! (`cluster up`, a kept run) stays until `cluster down`.
+//! is gone (killed by SIGKILL, or the machine rebooted since) is removed, after the processes
+//! its `cluster.json` names are stopped and the machine's settings put back. A [`Reaper`] the
+//! run starts beside itself, in a session of its own, does it within a moment of the kill;
+//! where the reaper was killed too (a whole process tree SIGKILLed), the next run or `cluster
+//! down --stale` does. Only a dir that holds our record with a process owner is ever touched;
+//! a detached cluster (`cluster up`, a kept run) stays until `cluster down`.
 
 use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,69 @@ use std::time::Duration;
 use super::owner::OwnerProcess;
 use super::state::{ClusterInfo, GIVEN_PREFIX, INFO_FILE, Stopped, remove_state_dir};
 use crate::error::{ClusterError, Result};
+
+/// How often the reaper looks whether its run still runs.
+const WATCH_EVERY: Duration = Duration::from_millis(200);
+
+/// The program a run starts to reap its cluster should the run be killed: `program` with
+/// `args` and then `--state-dir DIR` (the command line's hidden `cluster reap-when-gone`,
+/// which calls [`reap_when_gone`]). It runs in a session of its own, so that a signal to the
+/// run's process group does not reach it, and is dismissed when the run ends on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaper {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl Reaper {
+    pub fn spawn(&self, state_dir: &Path) -> Result<std::process::Child> {
+        use std::os::unix::process::CommandExt as _;
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(&self.args)
+            .arg("--state-dir")
+            .arg(state_dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: setsid is async-signal-safe and touches nothing of the parent's.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        cmd.spawn().map_err(ClusterError::io(format!("starting the reaper {}", self.program.display())))
+    }
+}
+
+/// The reaper's work: waits while the run that owns `dir` runs; once that run is gone and its
+/// dir is still there (it was killed), stops and removes what the dir records and puts back
+/// the machine-wide settings, and says what it did. Returns at once, doing nothing, when the
+/// dir is gone (the run ended and cleaned up) or becomes detached (kept for `cluster down`).
+pub fn reap_when_gone(dir: &Path) -> Vec<String> {
+    loop {
+        if !dir.join(INFO_FILE).is_file() {
+            return Vec::new();
+        }
+        // The record is replaced whole (written aside, then renamed): a failed read is a
+        // record being replaced, looked at again next time.
+        if let Ok(info) = ClusterInfo::load(dir) {
+            match info.owner {
+                super::owner::Owner::Detached => return Vec::new(),
+                super::owner::Owner::Process(p) if !p.is_alive() => break,
+                super::owner::Owner::Process(_) => {}
+            }
+        }
+        std::thread::sleep(WATCH_EVERY);
+    }
+    let mut said = match reap_if_stale(dir) {
+        Ok(Some(reaped)) => vec![reaped.to_string()],
+        Ok(None) => Vec::new(),
+        Err(e) => vec![format!("could not reap {}: {e}", dir.display())],
+    };
+    said.extend(reap_machine());
+    said
+}
 
 /// How [`super::state::StateDir::temporary`] names the state dirs it makes in `$TMPDIR`.
 pub const TEMP_PREFIX: &str = "dracheck-";
@@ -129,6 +194,21 @@ mod tests {
         let info = ClusterInfo { kubernetes_version: "v1.37.2".into(), owner, processes, ..ClusterInfo::default() };
         info.save(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn the_reaper_reaps_only_a_dir_whose_owner_is_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let gone = state_dir(t, "dracheck-gone", Owner::Process(ended_process()), Vec::new());
+        let said = reap_when_gone(&gone);
+        assert!(said.iter().any(|l| l.starts_with("removed the state dir")), "{said:?}");
+        assert!(!gone.exists());
+        // Kept for `cluster down`, or already cleaned up by its run: nothing to do, at once.
+        let kept = state_dir(t, "dracheck-kept", Owner::Detached, Vec::new());
+        assert_eq!(reap_when_gone(&kept), Vec::<String>::new());
+        assert!(kept.exists());
+        assert_eq!(reap_when_gone(&t.join("dracheck-never-was")), Vec::<String>::new());
     }
 
     #[test]
