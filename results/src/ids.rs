@@ -126,7 +126,10 @@ pub const PLUGIN_CDI_RESOLVABLE: &str = "plugin.cdi.resolvable";
 /// What each guarantee holds, in one line: `cargo xtask list` prints it beside the ID, and a
 /// test holds the table to the IDs the scenarios record.
 pub const MEANINGS: &[(&str, &str)] = &[
-    (CLAIM_COMPATIBLE_ALLOCATED, "the profile's claim is allocated and its pod runs within the promised time"),
+    (
+        CLAIM_COMPATIBLE_ALLOCATED,
+        "the profile's claim is allocated within the promised time (its pod running is `workload.sees-devices`)",
+    ),
     (WORKLOAD_SEES_DEVICES, "the workload's container sees exactly the allocated devices"),
     (
         CLAIM_IMPOSSIBLE_UNKNOWN_CLASS,
@@ -141,11 +144,14 @@ pub const MEANINGS: &[(&str, &str)] = &[
     ),
     (ISOLATION_EXCLUSIVE, "no device is allocated to two claims"),
     (ISOLATION_SHARED, "one claim is used by several containers and pods at once"),
-    (LIMITS_MAX_DEVICES_PER_CLAIM, "a claim at the promised device count is allocated, one above it is not"),
+    (
+        LIMITS_MAX_DEVICES_PER_CLAIM,
+        "a claim for the promised device count is allocated that many devices and its pod runs",
+    ),
     (CAPACITY_RECOVERED, "with every device in use the next pod waits, and runs once one is released"),
     (RETENTION_TEMPLATE_CLAIM_DELETED, "a claim made from a template is deleted with its pod"),
     (RETENTION_STANDALONE_CLAIM_DEALLOCATED, "a standalone claim outlives its pod, unreserved and deallocated"),
-    (LIFECYCLE_UNPREPARED, "a deleted pod's devices are unprepared: no CDI spec of its claim is left"),
+    (LIFECYCLE_UNPREPARED, "a deleted pod's claims are unprepared: the kubelet's DRA checkpoint no longer lists them"),
     (LIFECYCLE_CONTAINER_RESTART, "a container that exits and restarts keeps its claim and sees its devices again"),
     (LIFECYCLE_PREPARED_AND_NEW, "a pod with a claim prepared on its node already and a new one runs and sees both"),
     (
