@@ -115,23 +115,42 @@ pub async fn sees_all(ctx: &Ctx<'_>, pod: &str, claims: &[&ResourceClaim]) -> Re
     }
 }
 
+/// What a guarantee is where the suite cannot read what the driver's pods see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unread {
+    /// Seeing the devices is the guarantee: skipped, with the reason.
+    Skip,
+    /// The guarantee is what ran, and that was observed and held: it passes on that, and the
+    /// reason names the part not checked.
+    PassOnWhatRan,
+}
+
 /// Records `id` from what `pod` shows it sees of `claims`: passed (`passed` given what it
-/// saw), skipped where the suite cannot read the driver's workloads, or failed with the pod's
-/// evidence.
+/// saw, or `None` where nothing could be read and `unread` lets it pass), skipped, or failed
+/// with the pod's evidence.
 pub async fn judge_sees_all(
     ctx: &Ctx<'_>,
     id: &str,
     pod: &str,
     claims: &[&ResourceClaim],
-    passed: impl FnOnce(String) -> String,
+    unread: Unread,
+    passed: impl FnOnce(Option<String>) -> String,
 ) {
-    match sees_all(ctx, pod, claims).await {
-        Ok(Some(seen)) => ctx.pass(id, passed(seen)),
-        Ok(None) => ctx.skip(
+    let driver = &ctx.target.driver.name;
+    match (sees_all(ctx, pod, claims).await, unread) {
+        (Ok(Some(seen)), _) => ctx.pass(id, passed(Some(seen))),
+        (Ok(None), Unread::Skip) => {
+            ctx.skip(id, format!("the suite does not know how driver {driver} shows its devices in a container"))
+        }
+        (Ok(None), Unread::PassOnWhatRan) => ctx.pass(
             id,
-            format!("the suite does not know how driver {} shows its devices in a container", ctx.target.driver.name),
+            format!(
+                "{}; what pod {pod} sees is not checked: the suite does not know how driver {driver} shows its \
+                 devices in a container",
+                passed(None)
+            ),
         ),
-        Err(e) => ctx.fail(id, e.to_string(), ctx.evidence(pod).await),
+        (Err(e), _) => ctx.fail(id, e.to_string(), ctx.evidence(pod).await),
     }
 }
 

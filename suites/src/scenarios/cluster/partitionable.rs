@@ -16,7 +16,7 @@ use dracheck_objects::quantity::Quantity;
 use k8s_openapi::api::resource::v1::{CounterSet, Device, ResourceClaim};
 use kube::api::DeleteParams;
 
-use super::common::{Decided, device_names, judge_sees_all, running, runs_or_refused, secs};
+use super::common::{Decided, Unread, device_names, judge_sees_all, running, runs_or_refused, secs};
 use crate::coverage::RowId::E;
 use crate::coverage::Verdict::Covered;
 use crate::coverage::{UpstreamRow, e2e};
@@ -150,7 +150,10 @@ async fn judge_prepared(ctx: &Ctx<'_>, pod: &str) -> Result<(), ScenarioError> {
         ctx.fail(PREPARED, format!("claim {pod} is gone"), Vec::new());
         return Ok(());
     };
-    judge_sees_all(ctx, PREPARED, pod, &[&claim], |seen| format!("pod {pod}: {seen}, its partition")).await;
+    judge_sees_all(ctx, PREPARED, pod, &[&claim], Unread::Skip, |seen| {
+        format!("pod {pod}: {}, its partition", seen.unwrap_or_default())
+    })
+    .await;
     Ok(())
 }
 
