@@ -62,6 +62,16 @@ impl Facts<'_> {
         self.pools[self.devices[d].pool].unusable.is_none()
     }
 
+    /// In a usable pool and reached from some node the pod may use.
+    pub fn reachable(&self, d: usize) -> bool {
+        self.pool_usable(d) && self.reach.iter().any(|(_, v)| v[d])
+    }
+
+    /// Free, and [`Facts::reachable`]: a device the pod could be given, compatibility aside.
+    pub fn free_and_reachable(&self, d: usize) -> bool {
+        !self.in_use[d] && self.reachable(d)
+    }
+
     /// Free, compatible and usable from the named node.
     pub fn free_compatible_on(&self, r: usize, node: &[bool]) -> usize {
         (0..self.devices.len()).filter(|&d| node[d] && !self.in_use[d] && self.evals[r][d].compatible()).count()
@@ -357,14 +367,13 @@ fn needed(facts: &Facts<'_>, r: usize) -> usize {
 
 fn request_summary(facts: &Facts<'_>, r: usize) -> Summary {
     let n = facts.devices.len();
-    let reachable = |d: usize| facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]);
     let known = facts.requests[r].class.is_some();
     Summary {
         devices: n,
         free: (0..n).filter(|&d| !facts.in_use[d]).count(),
         compatible: if known { (0..n).filter(|&d| facts.evals[r][d].compatible()).count() } else { 0 },
         free_compatible: if known {
-            (0..n).filter(|&d| !facts.in_use[d] && facts.evals[r][d].compatible() && reachable(d)).count()
+            (0..n).filter(|&d| facts.free_and_reachable(d) && facts.evals[r][d].compatible()).count()
         } else {
             0
         },
@@ -376,13 +385,12 @@ fn overall_summary(facts: &Facts<'_>) -> Summary {
     let n = facts.devices.len();
     let rs = 0..facts.requests.len();
     let known = |r: usize| facts.requests[r].class.is_some();
-    let reachable = |d: usize| facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]);
     let compatible = |d: usize| rs.clone().any(|r| known(r) && facts.evals[r][d].compatible());
     Summary {
         devices: n,
         free: (0..n).filter(|&d| !facts.in_use[d]).count(),
         compatible: (0..n).filter(|&d| compatible(d)).count(),
-        free_compatible: (0..n).filter(|&d| !facts.in_use[d] && compatible(d) && reachable(d)).count(),
+        free_compatible: (0..n).filter(|&d| facts.free_and_reachable(d) && compatible(d)).count(),
         // A request with alternatives takes one of them: it needs what its least demanding
         // alternative needs, not all of them added up.
         needed: facts

@@ -31,7 +31,7 @@ fn free_matching(
         return Vec::new();
     };
     (0..facts.devices.len())
-        .filter(|&d| !facts.in_use[d] && facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]))
+        .filter(|&d| facts.free_and_reachable(d))
         .filter(|&d| facts.evals[r][d].taint.is_none() && facts.evals[r][d].capacity.is_none())
         .filter(|&d| {
             let pd = &facts.devices[d];
@@ -199,7 +199,7 @@ fn toleration(facts: &Facts<'_>, request: &str, out: &mut Vec<String>) {
     let Some(r) = request_index(facts, request) else { return };
     let req = &facts.requests[r];
     let tainted: Vec<(usize, &str)> = (0..facts.devices.len())
-        .filter(|&d| !facts.in_use[d] && facts.pool_usable(d) && facts.reach.iter().any(|(_, v)| v[d]))
+        .filter(|&d| facts.free_and_reachable(d))
         .filter_map(|d| {
             let e = &facts.evals[r][d];
             (e.selectors == Match::Yes && e.capacity.is_none()).then_some(())?;
