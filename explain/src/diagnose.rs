@@ -10,7 +10,8 @@ use crate::constraints::{self, ConstraintId, Offer};
 use crate::counters::Counters;
 use crate::evaluate::{self, Consumed, DeviceEval, Match, Request, Slot};
 use crate::model::{
-    Cause, ClaimReport, DeviceRow, Explanation, NodeOutcome, NodeValues, Reason, RequestReport, SelectorMiss, Summary,
+    CAPACITY_MISS, Cause, ClaimReport, DeviceRow, Explanation, NodeOutcome, NodeValues, Reason, RequestReport,
+    SelectorMiss, Summary, TAINT_MISS,
 };
 use crate::nodes::{node_problem, selector_matches};
 use crate::pools::{self, Pool, PoolDevice, device_reaches, placement};
@@ -547,10 +548,21 @@ fn causes(
                     && let Some(reason) = facts.evals[r][d].reason()
                 {
                     let (source, expression) = match &reason {
-                        Reason::Taint { taint } => ("device taint".to_string(), taint.clone()),
-                        other => ("capacity request".to_string(), other.describe()),
+                        Reason::Taint { taint } => (TAINT_MISS.to_string(), taint.clone()),
+                        other => (CAPACITY_MISS.to_string(), other.describe()),
                     };
-                    m.push(SelectorMiss { source, index: 0, expression, devices: 1, actual: Vec::new(), error: None });
+                    // One line per taint or shortfall, with how many devices it keeps out.
+                    match m.iter_mut().find(|g| g.source == source && g.expression == expression) {
+                        Some(g) => g.devices += 1,
+                        None => m.push(SelectorMiss {
+                            source,
+                            index: 0,
+                            expression,
+                            devices: 1,
+                            actual: Vec::new(),
+                            error: None,
+                        }),
+                    }
                 }
             }
             out.push(Cause::NoCompatibleDevice { request: name, misses: m });

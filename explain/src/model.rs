@@ -230,7 +230,19 @@ impl Cause {
     }
 }
 
+/// The `source` of a [`SelectorMiss`] that is a device taint the request does not tolerate
+/// (its `expression` the taint), not a selector.
+pub const TAINT_MISS: &str = "device taint";
+/// The `source` of a [`SelectorMiss`] that is a capacity the request asks for and the device
+/// has too little of (its `expression` says which, how much and how much is left).
+pub const CAPACITY_MISS: &str = "capacity request";
+
 fn miss_text(m: &SelectorMiss) -> String {
+    match m.source.as_str() {
+        TAINT_MISS => return format!("device taint {} not tolerated, on {} device(s)", m.expression, m.devices),
+        CAPACITY_MISS => return format!("{}, on {} device(s)", m.expression, m.devices),
+        _ => {}
+    }
     let actual = if m.actual.is_empty() { String::new() } else { format!(" (actual: {})", m.actual.join(", ")) };
     match &m.error {
         Some(error) => format!(

@@ -256,6 +256,10 @@ fn device_taints_need_a_toleration() {
     assert!(!e.fits);
     let rows = &e.claims[0].requests[0].devices;
     assert_eq!(rows[0].ruled_out, Some(Reason::Taint { taint: "maintenance:NoSchedule".into() }));
+    // One line for the taint and the devices it keeps out, not a "selector #0" per device.
+    let text = crate::text(&e);
+    assert!(text.contains("device taint maintenance:NoSchedule not tolerated, on 4 device(s)"), "{text}");
+    assert!(!text.contains("selector #"), "{text}");
     // The way out is a toleration, and no other class or selector is offered for devices the
     // request could not take either.
     assert_eq!(
