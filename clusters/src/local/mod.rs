@@ -296,15 +296,7 @@ impl LocalCluster {
                     args.push(format!("--feature-gates={feature_gates}"));
                 }
             };
-            let spawn = |running: &mut Running,
-                         info: &mut ClusterInfo,
-                         name: &str,
-                         mut args: Vec<String>|
-             -> Result<()> {
-                if let Ok(extra) = std::env::var(format!("XEXP_{}", name.replace('-', "_").to_uppercase())) {
-                    args.retain(|a| !extra.split(' ').any(|e| e.split('=').next() == a.split('=').next()));
-                    args.extend(extra.split(' ').filter(|e| !e.is_empty()).map(str::to_string));
-                }
+            let spawn = |running: &mut Running, info: &mut ClusterInfo, name: &str, args: Vec<String>| -> Result<()> {
                 let proc =
                     Supervised::spawn(name, &bins.path(name), &args, &logs.join(format!("{name}.log")), opts.lifetime)?;
                 info.processes.push(proc.record().clone());
